@@ -1,0 +1,49 @@
+# Maxy's one task runner. `just --list` shows every recipe.
+
+set shell := ["bash", "-euo", "pipefail", "-c"]
+
+root := justfile_directory()
+venv := root / ".venv"
+export MAXY_CACHE_DIR := env("MAXY_CACHE_DIR", env("HOME") / ".cache/maxy")
+export MAXY_DATA_DIR := env("MAXY_DATA_DIR", root / ".dev/data")
+export MAXY_RUNTIME_DIR := env("MAXY_RUNTIME_DIR", root / ".dev/run")
+
+# Serve Maxy on http://localhost:19200 with a supervised Neo4j and the dev embedding model.
+run: bootstrap
+    #!/usr/bin/env bash
+    set -euo pipefail
+    if [ -z "${MAXY_ACCOUNT_ID:-}" ]; then
+      MAXY_ACCOUNT_ID=$({{venv}}/bin/maxy account list | head -n1 | cut -d' ' -f1)
+      if [ -z "$MAXY_ACCOUNT_ID" ]; then
+        MAXY_ACCOUNT_ID=$({{venv}}/bin/maxy account create --owner "${USER:-owner}")
+        echo "[run] created development account $MAXY_ACCOUNT_ID in $MAXY_DATA_DIR" >&2
+      fi
+      export MAXY_ACCOUNT_ID
+    fi
+    exec {{venv}}/bin/maxy run
+
+# Run the whole test suite against real Neo4j, the real model, real servers.
+test *args: bootstrap
+    {{venv}}/bin/python -m pytest {{args}}
+
+# Prepare this machine: virtualenv, Neo4j jars, GGUF model (idempotent, fast the second time).
+bootstrap:
+    {{root}}/build/bootstrap.sh
+
+# Build (or verify) the development GGUF embedding model in the cache.
+model: bootstrap
+    {{venv}}/bin/python {{root}}/build/model.py --cache-dir "$MAXY_CACHE_DIR"
+
+# Static checks: ruff and mypy (strict on appliance/).
+lint: bootstrap
+    {{venv}}/bin/ruff check appliance tests build
+    {{venv}}/bin/mypy
+
+# Check the environment Maxy needs and print what to fix.
+doctor: bootstrap
+    {{venv}}/bin/maxy doctor
+
+# Embedding throughput: llama.cpp in-process vs llama_cpp.server over HTTP vs PyTorch.
+bench-embed: bootstrap
+    {{root}}/build/bench-venv.sh
+    "$MAXY_CACHE_DIR/bench-venv/bin/python" {{root}}/tests/bench/bench_embed.py

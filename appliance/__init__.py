@@ -1,0 +1,7 @@
+"""Maxy, a home AI appliance."""
+
+from __future__ import annotations
+
+from appliance.version import __version__
+
+__all__ = ["__version__"]

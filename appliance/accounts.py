@@ -1,0 +1,142 @@
+"""Accounts on disk: ``<data_dir>/accounts/<uuid>/account.json``.
+
+The account a process serves comes from ``MAXY_ACCOUNT_ID`` and is checked against the accounts
+on disk at start. There is no fallback: a missing id, no account on disk or an id that matches
+none is fatal, reported as one line ``[graph-health] account-id-env FATAL reason=…``.
+
+Errors::
+
+    AccountError
+    └── AccountIdError        (reason: missing | no-on-disk-account | mismatch)
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+import uuid
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+ACCOUNT_FILE = "account.json"
+DEFAULT_AGENT = "maxy"
+_UUID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
+
+
+class AccountError(Exception):
+    """An account cannot be created, read or used."""
+
+
+class AccountIdError(AccountError):
+    """The process's account id does not name an account on disk."""
+
+    def __init__(self, reason: str, detail: str) -> None:
+        super().__init__(detail)
+        self.reason = reason
+
+    @property
+    def line(self) -> str:
+        """The single fatal log line for this failure."""
+        return f"[graph-health] account-id-env FATAL reason={self.reason}"
+
+
+@dataclass(frozen=True)
+class Account:
+    """One account as stored in account.json."""
+
+    id: str
+    owner: str
+    created_at: str
+    default_agent: str
+    brand: dict[str, Any]
+
+    def to_json(self) -> dict[str, Any]:
+        """Return the on-disk form."""
+        return {
+            "id": self.id,
+            "owner": self.owner,
+            "createdAt": self.created_at,
+            "defaultAgent": self.default_agent,
+            "brand": self.brand,
+        }
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Account:
+        """Build an account from its on-disk form."""
+        return cls(
+            id=str(data["id"]),
+            owner=str(data.get("owner", "")),
+            created_at=str(data.get("createdAt", "")),
+            default_agent=str(data.get("defaultAgent", DEFAULT_AGENT)),
+            brand=dict(data.get("brand") or {}),
+        )
+
+
+def create_account(accounts_dir: Path, owner: str, product_name: str = "Maxy") -> Account:
+    """Create a new account directory and its account.json."""
+    if not owner.strip():
+        raise AccountError("An account needs an owner name: `maxy account create --owner NAME`.")
+    account = Account(
+        id=str(uuid.uuid4()),
+        owner=owner.strip(),
+        created_at=datetime.now(UTC).isoformat(timespec="seconds"),
+        default_agent=DEFAULT_AGENT,
+        brand={"productName": product_name},
+    )
+    folder = accounts_dir / account.id
+    folder.mkdir(parents=True, exist_ok=False)
+    tmp = folder / (ACCOUNT_FILE + ".tmp")
+    tmp.write_text(json.dumps(account.to_json(), indent=2) + "\n")
+    os.replace(tmp, folder / ACCOUNT_FILE)
+    log.info("[accounts] op=create account=%s", account.id)
+    return account
+
+
+def list_accounts(accounts_dir: Path) -> list[Account]:
+    """Return every valid account on disk, oldest first."""
+    found: list[Account] = []
+    if not accounts_dir.is_dir():
+        return found
+    for path in sorted(accounts_dir.glob(f"*/{ACCOUNT_FILE}")):
+        try:
+            data = json.loads(path.read_text())
+            account = Account.from_json(data)
+        except (OSError, ValueError, KeyError, TypeError) as err:
+            log.warning("[accounts] op=read warn=unreadable path=%s error=%s", path, err)
+            continue
+        if account.id != path.parent.name or not _UUID.match(account.id):
+            log.warning("[accounts] op=read warn=id-does-not-match-folder path=%s", path)
+            continue
+        found.append(account)
+    found.sort(key=lambda a: a.created_at)
+    return found
+
+
+def validate_account_id(accounts_dir: Path, account_id: str) -> Account:
+    """Return the account named by ``account_id`` or raise :class:`AccountIdError`."""
+    if not account_id:
+        raise AccountIdError(
+            "missing",
+            "MAXY_ACCOUNT_ID is not set. Set it to an id from `maxy account list` "
+            "(`maxy account create --owner NAME` makes one).",
+        )
+    accounts = list_accounts(accounts_dir)
+    if not accounts:
+        raise AccountIdError(
+            "no-on-disk-account",
+            f"There is no account under {accounts_dir}. Create one with `maxy account create`.",
+        )
+    for account in accounts:
+        if account.id == account_id:
+            return account
+    raise AccountIdError(
+        "mismatch",
+        f"MAXY_ACCOUNT_ID={account_id} matches no account under {accounts_dir}. "
+        "`maxy account list` shows the ids on disk.",
+    )

@@ -1,0 +1,233 @@
+"""The ``maxy`` command: one binary, one subcommand per role and per chore.
+
+    maxy run                      development: Neo4j + engine + edge, supervised
+    maxy edge                     TCP :19200 (Granian + Starlette)
+    maxy engine                   retrieval engine (Neo4j pool + embedding model), RPC socket
+    maxy doctor                   check the environment and say what to fix
+    maxy version                  version, git revision, build date
+    maxy account create|list      accounts under <data_dir>/accounts
+    maxy neo4j start|stop|status  the development Neo4j instance
+
+Every command reads the settings once, here, and passes them down.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import logging
+import os
+import sys
+from collections.abc import Sequence
+
+from appliance import logs
+from appliance.accounts import (
+    AccountError,
+    AccountIdError,
+    create_account,
+    list_accounts,
+    validate_account_id,
+)
+from appliance.config import Settings, SettingsError, load_settings, settings_table
+from appliance.graphdb.errors import Neo4jSetupError
+from appliance.memory.errors import EngineError
+from appliance.ports import PortInUse
+from appliance.version import build_info
+
+log = logging.getLogger("appliance.cli")
+
+# Errors that end a command with one clear line instead of a traceback, and their log area.
+FATAL_AREAS: dict[type[Exception], str] = {
+    SettingsError: "settings",
+    AccountError: "accounts",
+    Neo4jSetupError: "neo4j",
+    EngineError: "engine",
+    PortInUse: "edge",
+}
+
+
+def _require_account(settings: Settings) -> None:
+    try:
+        validate_account_id(settings.accounts_dir, settings.account_id)
+    except AccountIdError as err:
+        hint = str(err).replace('"', "'")
+        print(f'{err.line} hint="{hint}"', file=sys.stderr, flush=True)
+        raise SystemExit(1) from err
+
+
+def cmd_run(settings: Settings, args: argparse.Namespace) -> int:
+    """Supervise every role for development."""
+    from appliance import supervisor
+
+    _require_account(settings)
+    return supervisor.run(settings, os.environ)
+
+
+def cmd_edge(settings: Settings, args: argparse.Namespace) -> int:
+    """Serve the edge."""
+    from appliance.edge import server
+
+    _require_account(settings)
+    server.serve(settings)
+    return 0
+
+
+def cmd_engine(settings: Settings, args: argparse.Namespace) -> int:
+    """Serve the retrieval engine, or rebuild its vector indexes."""
+    from appliance.memory.embedder import Embedder
+    from appliance.memory.graph import Graph
+    from appliance.memory.schema import rebuild_vector_indexes
+    from appliance.memory.service import Engine, read_password
+
+    _require_account(settings)
+    account = validate_account_id(settings.accounts_dir, settings.account_id)
+    embedder = Embedder(
+        settings.embed_model_path,
+        max_chars=settings.embed_max_chars,
+        threads=settings.embed_threads,
+    )
+    try:
+        if args.rebuild_vector_indexes:
+
+            async def rebuild() -> dict[str, int]:
+                graph = Graph(settings.neo4j_uri, settings.neo4j_user, read_password(settings))
+                try:
+                    return await rebuild_vector_indexes(graph, embedder.dimension)
+                finally:
+                    await graph.close()
+
+            cleared = asyncio.run(rebuild())
+            for name, count in cleared.items():
+                print(f"rebuilt {name} ({embedder.dimension} dims), cleared {count} embeddings")
+            if not cleared:
+                print(f"every vector index already has {embedder.dimension} dimensions")
+            return 0
+        asyncio.run(Engine(settings, account, embedder).run())
+    finally:
+        embedder.close()
+    return 0
+
+
+def cmd_doctor(settings: Settings, args: argparse.Namespace) -> int:
+    """Check the environment."""
+    from appliance.doctor import run_checks
+
+    if args.settings:
+        print(settings_table())
+        return 0
+    checks = run_checks(settings, os.environ)
+    width = max(len(c.name) for c in checks)
+    for check in checks:
+        mark = "ok  " if check.ok else "FAIL"
+        print(f"{mark} {check.name.ljust(width)}  {check.detail}")
+    failed = [c for c in checks if not c.ok]
+    print(f"\n{len(checks) - len(failed)} of {len(checks)} checks passed.")
+    return 1 if failed else 0
+
+
+def cmd_version(settings: Settings, args: argparse.Namespace) -> int:
+    """Print version metadata."""
+    info = build_info()
+    if args.json:
+        print(json.dumps(info))
+    else:
+        print(f"maxy {info['version']} (revision {info['gitRevision'] or 'unknown'})")
+    return 0
+
+
+def cmd_account(settings: Settings, args: argparse.Namespace) -> int:
+    """Create or list accounts."""
+    if args.account_command == "create":
+        account = create_account(settings.accounts_dir, args.owner, args.product_name)
+        print(account.id)
+        return 0
+    accounts = list_accounts(settings.accounts_dir)
+    if args.json:
+        print(json.dumps([a.to_json() for a in accounts], indent=2))
+    else:
+        for account in accounts:
+            print(f"{account.id}  {account.owner}  {account.created_at}")
+    return 0
+
+
+def cmd_neo4j(settings: Settings, args: argparse.Namespace) -> int:
+    """Start, stop or report the development Neo4j instance."""
+    from appliance.graphdb.instance import Neo4jInstance, bolt_ready
+
+    instance = Neo4jInstance.from_settings(settings, os.environ)
+    if args.neo4j_command == "start":
+        pid = instance.start_background()
+        print(f"neo4j running, pid {pid}, bolt {settings.neo4j_uri}, home {instance.home}")
+        return 0
+    if args.neo4j_command == "stop":
+        stopped = instance.stop()
+        print("neo4j stopped" if stopped else "neo4j was not running")
+        return 0
+    running = instance.running_pid()
+    reason = None
+    if instance.password_file.is_file():
+        password = instance.password_file.read_text().strip()
+        reason = bolt_ready(settings.neo4j_uri, settings.neo4j_user, password)
+    else:
+        reason = f"no password file at {instance.password_file}"
+    state = "answering" if reason is None else f"not answering ({reason})"
+    print(f"pid: {running or 'none'}\nbolt: {settings.neo4j_uri} {state}\nhome: {instance.home}")
+    print(f"java: {instance.java.major} at {instance.java.home}")
+    return 0 if reason is None else 3
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of every subcommand."""
+    parser = argparse.ArgumentParser(prog="maxy", description="Maxy, a home AI appliance.")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    sub.add_parser("run", help="development: Neo4j, engine and edge, supervised").set_defaults(
+        func=cmd_run
+    )
+    sub.add_parser("edge", help="serve TCP :19200").set_defaults(func=cmd_edge)
+    engine = sub.add_parser("engine", help="serve the retrieval engine over RPC")
+    engine.add_argument(
+        "--rebuild-vector-indexes",
+        action="store_true",
+        help="drop vector indexes of another dimension than the model, clear stale embeddings",
+    )
+    engine.set_defaults(func=cmd_engine)
+    doctor = sub.add_parser("doctor", help="check the environment and say what to fix")
+    doctor.add_argument("--settings", action="store_true", help="print every setting")
+    doctor.set_defaults(func=cmd_doctor)
+    version = sub.add_parser("version", help="print version metadata")
+    version.add_argument("--json", action="store_true")
+    version.set_defaults(func=cmd_version)
+
+    account = sub.add_parser("account", help="create or list accounts")
+    account_sub = account.add_subparsers(dest="account_command", required=True)
+    create = account_sub.add_parser("create", help="create an account; prints its id")
+    create.add_argument("--owner", required=True, help="the owner's name")
+    create.add_argument("--product-name", default="Maxy", help="brand name shown to visitors")
+    listing = account_sub.add_parser("list", help="list accounts")
+    listing.add_argument("--json", action="store_true")
+    account.set_defaults(func=cmd_account)
+
+    neo4j = sub.add_parser("neo4j", help="the development Neo4j instance")
+    neo4j.add_argument("neo4j_command", choices=["start", "stop", "status"])
+    neo4j.set_defaults(func=cmd_neo4j)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``maxy`` command."""
+    args = build_parser().parse_args(argv)
+    try:
+        settings = load_settings()
+    except SettingsError as err:
+        print(f"[settings] FATAL {err}", file=sys.stderr)
+        return 2
+    logs.configure(settings.log_level, role=args.command)
+    try:
+        code: int = args.func(settings, args)
+    except tuple(FATAL_AREAS) as err:
+        area = next(name for kind, name in FATAL_AREAS.items() if isinstance(err, kind))
+        print(f"[{area}] FATAL {type(err).__name__}: {err}", file=sys.stderr)
+        return 1
+    return code

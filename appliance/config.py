@@ -1,0 +1,279 @@
+"""Settings: every knob Maxy has, read once at the edge of the program.
+
+Each setting is declared once in ``SETTINGS`` (name, default, help). Values come from, in order
+of precedence: the environment (``MAXY_<NAME>``), an optional TOML file (``MAXY_CONFIG`` or
+``/etc/maxy/maxy.toml``; keys are the lower-case names without the prefix), then the default.
+``load_settings()`` returns a frozen :class:`Settings` that callers pass down explicitly.
+
+A value that cannot be parsed fails at start with :class:`SettingsError`, naming the setting and
+saying how to set it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import re
+import tomllib
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+ENV_PREFIX = "MAXY_"
+DEFAULT_CONFIG_FILE = Path("/etc/maxy/maxy.toml")
+
+
+class SettingsError(Exception):
+    """A setting is missing or has a value Maxy cannot use."""
+
+
+@dataclass(frozen=True)
+class Setting:
+    """One entry of the settings registry."""
+
+    name: str
+    default: Any
+    help: str
+    parse: Callable[[str], Any] = str
+
+    @property
+    def env(self) -> str:
+        """The environment variable that sets this."""
+        return ENV_PREFIX + self.name.upper()
+
+
+def _port(raw: str) -> int:
+    value = int(raw)
+    if not 0 < value < 65536:
+        raise ValueError("a port is between 1 and 65535")
+    return value
+
+
+def _positive_int(raw: str) -> int:
+    value = int(raw)
+    if value <= 0:
+        raise ValueError("must be a positive integer")
+    return value
+
+
+def _non_negative_int(raw: str) -> int:
+    value = int(raw)
+    if value < 0:
+        raise ValueError("must be zero or a positive integer")
+    return value
+
+
+def _memory_size(raw: str) -> str:
+    text = raw.strip().lower()
+    if not re.fullmatch(r"[0-9]+[kmg]", text):
+        raise ValueError("a size such as 512m or 1g")
+    return text
+
+
+def _log_level(raw: str) -> str:
+    level = raw.strip().upper()
+    if level not in {"DEBUG", "INFO", "WARNING", "ERROR"}:
+        raise ValueError("one of debug, info, warning, error")
+    return level
+
+
+def _bolt_uri(raw: str) -> str:
+    if not raw.startswith(("bolt://", "neo4j://")):
+        raise ValueError("a Bolt URI such as bolt://127.0.0.1:7687")
+    return raw
+
+
+def _optional_path(raw: str) -> Path | None:
+    return Path(raw).expanduser() if raw else None
+
+
+def _path(raw: str) -> Path:
+    return Path(raw).expanduser()
+
+
+SETTINGS: tuple[Setting, ...] = (
+    Setting("data_dir", Path("/data"), "Persistent data: accounts, keys, the Neo4j store.", _path),
+    Setting(
+        "runtime_dir",
+        Path("/run/maxy"),
+        "Unix sockets of the roles (created mode 0700).",
+        _path,
+    ),
+    Setting(
+        "cache_dir",
+        Path("~/.cache/maxy").expanduser(),
+        "Development downloads and builds: Neo4j jars, the GGUF model, wheels.",
+        _path,
+    ),
+    Setting("account_id", "", "The account this device serves; must exist under data_dir."),
+    Setting("host", "0.0.0.0", "Address the edge listens on."),
+    Setting("port", 19200, "TCP port of the edge (the web UI).", _port),
+    Setting("log_level", "INFO", "debug, info, warning or error.", _log_level),
+    Setting("neo4j_uri", "bolt://127.0.0.1:7687", "Bolt address of Neo4j.", _bolt_uri),
+    Setting("neo4j_user", "neo4j", "Neo4j user name."),
+    Setting(
+        "neo4j_password_file",
+        None,
+        "File holding the Neo4j password (default: data_dir/keys/neo4j-password).",
+        _optional_path,
+    ),
+    Setting("neo4j_version", "2026.08.1", "Neo4j release the development instance runs."),
+    Setting(
+        "neo4j_home",
+        None,
+        "Home of the development Neo4j instance (default: data_dir/neo4j).",
+        _optional_path,
+    ),
+    Setting("neo4j_heap", "512m", "Java heap of the development Neo4j.", _memory_size),
+    Setting("neo4j_pagecache", "256m", "Page cache of the development Neo4j.", _memory_size),
+    Setting(
+        "embed_model",
+        None,
+        "GGUF embedding model (default: cache_dir/models/all-minilm-l6-v2.f16.gguf).",
+        _optional_path,
+    ),
+    Setting(
+        "embed_max_chars",
+        8000,
+        "Longer texts are cut to this many characters before embedding.",
+        _positive_int,
+    ),
+    Setting(
+        "embed_threads", 0, "CPU threads for embedding (0: all cores).", _non_negative_int
+    ),
+)
+
+_BY_NAME: dict[str, Setting] = {s.name: s for s in SETTINGS}
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Typed settings; build with :func:`load_settings`."""
+
+    data_dir: Path
+    runtime_dir: Path
+    cache_dir: Path
+    account_id: str
+    host: str
+    port: int
+    log_level: str
+    neo4j_uri: str
+    neo4j_user: str
+    neo4j_password_file: Path | None
+    neo4j_version: str
+    neo4j_home: Path | None
+    neo4j_heap: str
+    neo4j_pagecache: str
+    embed_model: Path | None
+    embed_max_chars: int
+    embed_threads: int
+
+    @property
+    def accounts_dir(self) -> Path:
+        """Directory holding one folder per account."""
+        return self.data_dir / "accounts"
+
+    @property
+    def keys_dir(self) -> Path:
+        """Directory holding secrets (mode 0700)."""
+        return self.data_dir / "keys"
+
+    @property
+    def neo4j_password_path(self) -> Path:
+        """Where the Neo4j password is kept."""
+        return self.neo4j_password_file or self.keys_dir / "neo4j-password"
+
+    @property
+    def neo4j_home_path(self) -> Path:
+        """Home of the development Neo4j instance."""
+        return self.neo4j_home or self.data_dir / "neo4j"
+
+    @property
+    def embed_model_path(self) -> Path:
+        """The GGUF file the engine loads."""
+        return self.embed_model or self.cache_dir / "models" / "all-minilm-l6-v2.f16.gguf"
+
+    @property
+    def engine_socket(self) -> Path:
+        """Unix socket of the engine's RPC server."""
+        return self.runtime_dir / "engine.sock"
+
+    def require_account_id(self) -> str:
+        """Return the account id or fail naming the setting."""
+        if not self.account_id:
+            raise SettingsError(
+                "MAXY_ACCOUNT_ID is not set. Create an account with `maxy account create` "
+                "and set MAXY_ACCOUNT_ID to its id."
+            )
+        return self.account_id
+
+    def replace(self, **changes: Any) -> Settings:
+        """Return a copy with some values changed (already typed)."""
+        return dataclasses.replace(self, **changes)
+
+
+def _read_toml(path: Path) -> dict[str, Any]:
+    try:
+        with path.open("rb") as handle:
+            data = tomllib.load(handle)
+    except tomllib.TOMLDecodeError as err:
+        raise SettingsError(f"{path} is not valid TOML ({err}). Fix or remove the file.") from err
+    unknown = sorted(set(data) - set(_BY_NAME))
+    if unknown:
+        raise SettingsError(
+            f"{path} has unknown settings: {', '.join(unknown)}. "
+            "`maxy doctor --settings` lists the valid names."
+        )
+    return data
+
+
+def load_settings(
+    environ: Mapping[str, str] | None = None, config_file: Path | None = None
+) -> Settings:
+    """Read the environment and the optional TOML file into a :class:`Settings`."""
+    env = os.environ if environ is None else environ
+    if config_file is None:
+        named = env.get(ENV_PREFIX + "CONFIG")
+        if named:
+            config_file = Path(named)
+            if not config_file.is_file():
+                raise SettingsError(
+                    f"MAXY_CONFIG names {config_file}, which does not exist. "
+                    "Point it at a TOML file or unset it."
+                )
+        elif DEFAULT_CONFIG_FILE.is_file():
+            config_file = DEFAULT_CONFIG_FILE
+    file_values = _read_toml(config_file) if config_file else {}
+
+    values: dict[str, Any] = {}
+    for setting in SETTINGS:
+        if setting.env in env:
+            raw, origin = env[setting.env], setting.env
+        elif setting.name in file_values:
+            raw, origin = str(file_values[setting.name]), f"{setting.name} in {config_file}"
+        else:
+            values[setting.name] = setting.default
+            continue
+        try:
+            values[setting.name] = setting.parse(raw)
+        except ValueError as err:
+            raise SettingsError(
+                f"{origin}={raw!r} is not valid: {err}. Set {setting.env} to a valid value "
+                f"({setting.help})"
+            ) from err
+    return Settings(**values)
+
+
+def settings_table() -> str:
+    """Render the registry as the Markdown table kept in README.md."""
+    rows = ["| setting | default | what it does |", "|---|---|---|"]
+    for setting in SETTINGS:
+        if setting.default in (None, ""):
+            default = "(none)"
+        elif setting.name == "cache_dir":
+            default = "`~/.cache/maxy`"  # not the expanded home of whoever renders the table
+        else:
+            default = f"`{setting.default}`"
+        rows.append(f"| `{setting.env}` | {default} | {setting.help} |")
+    return "\n".join(rows)

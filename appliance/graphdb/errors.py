@@ -1,0 +1,30 @@
+"""Errors of the Neo4j instance management.
+
+    Neo4jSetupError
+    ├── JavaNotFound           no Java runtime new enough for this Neo4j release
+    ├── DistributionMissing    the Neo4j jars are not in the cache, or fail their checksums
+    ├── PasswordMismatch       the store was initialised with a password we no longer have
+    └── StartFailed            the server exited or never accepted Bolt connections
+"""
+
+from __future__ import annotations
+
+
+class Neo4jSetupError(Exception):
+    """The development Neo4j cannot be prepared, started or stopped."""
+
+
+class JavaNotFound(Neo4jSetupError):
+    """No usable Java runtime."""
+
+
+class DistributionMissing(Neo4jSetupError):
+    """The Neo4j jars are absent or damaged."""
+
+
+class PasswordMismatch(Neo4jSetupError):
+    """The store's password is not the one in the password file."""
+
+
+class StartFailed(Neo4jSetupError):
+    """The server did not come up."""

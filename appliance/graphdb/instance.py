@@ -1,0 +1,335 @@
+"""The development Neo4j server: configure, set its password, start, stop, report status.
+
+Layout of an instance home (``MAXY_NEO4J_HOME``, default ``<data_dir>/neo4j``)::
+
+    conf/neo4j.conf      written on every start from the settings
+    data/                the store (data/dbms/auth.ini holds the initial password hash)
+    logs/console.log     the server's output when started by ``maxy neo4j start``
+    run/neo4j.pid        pid of a server started by ``maxy neo4j start``
+
+The jars live in the cache (``<cache_dir>/neo4j/<version>/lib``), checked against the
+``SHA256SUMS`` file written when they were fetched.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import secrets
+import signal
+import subprocess
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import urlsplit
+
+from appliance.config import Settings
+from appliance.graphdb.errors import DistributionMissing, PasswordMismatch, StartFailed
+from appliance.graphdb.java import JavaRuntime, find_java, required_java_major
+
+log = logging.getLogger(__name__)
+
+MAIN_CLASS = "org.neo4j.server.Neo4jCommunity"
+ADMIN_CLASS = "org.neo4j.cli.AdminTool"
+SUMS_FILE = "SHA256SUMS"
+
+
+def distribution_dir(settings: Settings) -> Path:
+    """Where the jars of the configured Neo4j release are cached."""
+    return settings.cache_dir / "neo4j" / settings.neo4j_version
+
+
+def verify_distribution(dist: Path, *, full: bool = False) -> int:
+    """Check the cached jars against SHA256SUMS; return how many there are.
+
+    The quick check (every start) compares names and sizes; ``full`` hashes every jar.
+    """
+    sums = dist / SUMS_FILE
+    if not sums.is_file():
+        raise DistributionMissing(
+            f"Neo4j is not in {dist} (no {SUMS_FILE}). Fetch it with `just bootstrap` "
+            f"(which runs `python build/neo4j.py --version {dist.name}`)."
+        )
+    count = 0
+    for line in sums.read_text().splitlines():
+        digest, size, name = line.split(maxsplit=2)
+        jar = dist / "lib" / name
+        if not jar.is_file() or jar.stat().st_size != int(size):
+            raise DistributionMissing(
+                f"Neo4j jar {jar} is missing or truncated. Delete {dist} and run `just bootstrap`."
+            )
+        if full and hashlib.sha256(jar.read_bytes()).hexdigest() != digest:
+            raise DistributionMissing(
+                f"Neo4j jar {jar} fails its checksum. Delete {dist} and run `just bootstrap`."
+            )
+        count += 1
+    return count
+
+
+def ensure_password(path: Path) -> str:
+    """Return the Neo4j password, generating and storing one (mode 0600) on first use."""
+    if path.is_file():
+        return path.read_text().strip()
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    password = secrets.token_urlsafe(24)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w") as handle:
+        handle.write(password + "\n")
+    log.info("[neo4j] op=password-generated path=%s", path)
+    return password
+
+
+@dataclass(frozen=True)
+class Neo4jInstance:
+    """One development Neo4j server, described by the settings."""
+
+    home: Path
+    dist: Path
+    java: JavaRuntime
+    bolt_host: str
+    bolt_port: int
+    heap: str
+    pagecache: str
+    password_file: Path
+
+    @classmethod
+    def from_settings(cls, settings: Settings, environ: Mapping[str, str]) -> Neo4jInstance:
+        """Describe the instance the settings configure (finds Java, checks the jars)."""
+        dist = distribution_dir(settings)
+        verify_distribution(dist)
+        java = find_java(required_java_major(settings.neo4j_version), environ)
+        address = urlsplit(settings.neo4j_uri)
+        return cls(
+            home=settings.neo4j_home_path,
+            dist=dist,
+            java=java,
+            bolt_host=address.hostname or "127.0.0.1",
+            bolt_port=address.port or 7687,
+            heap=settings.neo4j_heap,
+            pagecache=settings.neo4j_pagecache,
+            password_file=settings.neo4j_password_path,
+        )
+
+    @property
+    def pid_file(self) -> Path:
+        """Pid of a server started in the background."""
+        return self.home / "run" / "neo4j.pid"
+
+    @property
+    def console_log(self) -> Path:
+        """Output of a server started in the background."""
+        return self.home / "logs" / "console.log"
+
+    def _environment(self) -> dict[str, str]:
+        return {
+            "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+            "JAVA_HOME": str(self.java.home),
+            "NEO4J_HOME": str(self.home),
+            "NEO4J_CONF": str(self.home / "conf"),
+            "LANG": "C.UTF-8",
+        }
+
+    def _java(self, *args: str) -> list[str]:
+        return [str(self.java.java), "-cp", str(self.dist / "lib" / "*"), *args]
+
+    def _write_config(self) -> None:
+        lines = [
+            "# Written by maxy on every start; edit the MAXY_NEO4J_* settings instead.",
+            f"server.memory.heap.initial_size={self.heap}",
+            f"server.memory.heap.max_size={self.heap}",
+            f"server.memory.pagecache.size={self.pagecache}",
+            f"server.default_listen_address={self.bolt_host}",
+            f"server.bolt.listen_address={self.bolt_host}:{self.bolt_port}",
+            f"server.bolt.advertised_address={self.bolt_host}:{self.bolt_port}",
+            "server.http.enabled=false",
+            "server.https.enabled=false",
+            "dbms.usage_report.enabled=false",
+            "dbms.security.auth_enabled=true",
+            "db.tx_log.rotation.retention_policy=1 days",
+            "server.directories.run=run",
+        ]
+        conf = self.home / "conf" / "neo4j.conf"
+        conf.write_text("\n".join(lines) + "\n")
+
+    def prepare(self) -> None:
+        """Create the home, write the configuration and set the initial password once."""
+        for sub in ("conf", "data", "logs", "run", "plugins", "import"):
+            (self.home / sub).mkdir(parents=True, exist_ok=True)
+        self._write_config()
+        auth = self.home / "data" / "dbms" / "auth.ini"
+        if auth.exists() and not self.password_file.is_file():
+            raise PasswordMismatch(
+                f"The Neo4j store in {self.home / 'data'} was initialised with a password that "
+                f"is no longer in {self.password_file}. Restore that file, or delete "
+                f"{self.home / 'data'} to start with an empty store."
+            )
+        password = ensure_password(self.password_file)
+        if not auth.exists():
+            result = subprocess.run(
+                self._java(ADMIN_CLASS, "dbms", "set-initial-password", password),
+                env=self._environment(),
+                capture_output=True,
+                text=True,
+                timeout=120,
+                check=False,
+            )
+            if result.returncode != 0:
+                raise StartFailed(
+                    f"Setting the Neo4j password failed (exit {result.returncode}): "
+                    f"{result.stderr.strip()[-400:]}"
+                )
+            log.info("[neo4j] op=initial-password home=%s", self.home)
+
+    def command(self) -> list[str]:
+        """The command line that runs the server in the foreground."""
+        return [
+            str(self.java.java),
+            f"-Xms{self.heap}",
+            f"-Xmx{self.heap}",
+            "-XX:+UseG1GC",
+            "-XX:-OmitStackTraceInFastThrow",
+            "-XX:+ExitOnOutOfMemoryError",
+            "--enable-native-access=ALL-UNNAMED",
+            "-Djdk.nio.maxCachedBufferSize=1024",
+            "-Dio.netty.tryReflectionSetAccessible=true",
+            "-cp",
+            str(self.dist / "lib" / "*"),
+            MAIN_CLASS,
+            f"--home-dir={self.home}",
+            f"--config-dir={self.home / 'conf'}",
+            "--console-mode",
+        ]
+
+    def spawn(
+        self, log_file: Path | None = None, preexec_fn: Callable[[], None] | None = None
+    ) -> subprocess.Popen[bytes]:
+        """Start the server as a child process in its own process group."""
+        self.prepare()
+        out = open(log_file, "ab") if log_file else None
+        try:
+            proc = subprocess.Popen(
+                self.command(),
+                cwd=self.home,
+                env=self._environment(),
+                stdin=subprocess.DEVNULL,
+                stdout=out if out else None,
+                stderr=subprocess.STDOUT if out else None,
+                start_new_session=True,
+                preexec_fn=preexec_fn,
+            )
+        finally:
+            if out:
+                out.close()
+        log.info(
+            "[neo4j] op=spawn pid=%s java=%s bolt=%s:%s",
+            proc.pid,
+            self.java.major,
+            self.bolt_host,
+            self.bolt_port,
+        )
+        return proc
+
+    def _pid_record(self) -> tuple[int, str] | None:
+        try:
+            pid_text, _, owner = self.pid_file.read_text().strip().partition(" ")
+            pid = int(pid_text)
+        except (OSError, ValueError):
+            return None
+        return (pid, owner) if _alive(pid) else None
+
+    def running_pid(self) -> int | None:
+        """Pid of a server started for this home (by `maxy neo4j start` or `maxy run`)."""
+        record = self._pid_record()
+        return record[0] if record else None
+
+    def supervisor_pid(self) -> int | None:
+        """Pid of the live `maxy run` supervising this instance, if any."""
+        record = self._pid_record()
+        if record and record[1].startswith("supervisor:"):
+            owner = int(record[1].split(":", 1)[1])
+            return owner if _alive(owner) else None
+        return None
+
+    def record_pid(self, pid: int, owner: str) -> None:
+        """Note which process runs the server and who started it (``cli`` or ``supervisor:N``)."""
+        self.pid_file.write_text(f"{pid} {owner}\n")
+
+    def start_background(self, wait: float = 180.0) -> int:
+        """Start the server detached (``maxy neo4j start``) and wait until Bolt answers."""
+        pid = self.running_pid()
+        if pid:
+            return pid
+        proc = self.spawn(self.console_log)
+        self.record_pid(proc.pid, "cli")
+        wait_for_bolt(self, wait, proc)
+        return proc.pid
+
+    def stop(self, wait: float = 60.0) -> bool:
+        """Stop the background server; return False if none was running."""
+        pid = self.running_pid()
+        if pid is None:
+            self.pid_file.unlink(missing_ok=True)
+            return False
+        os.kill(pid, signal.SIGTERM)
+        deadline = time.monotonic() + wait
+        while time.monotonic() < deadline:
+            try:
+                os.kill(pid, 0)
+            except ProcessLookupError:
+                break
+            time.sleep(0.2)
+        else:
+            log.warning("[neo4j] op=stop warn=sigkill pid=%s", pid)
+            os.kill(pid, signal.SIGKILL)
+        self.pid_file.unlink(missing_ok=True)
+        log.info("[neo4j] op=stop pid=%s", pid)
+        return True
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def bolt_ready(uri: str, user: str, password: str, timeout: float = 2.0) -> str | None:
+    """Return None when Neo4j answers a query at ``uri``, else the reason it does not."""
+    import neo4j
+    from neo4j.exceptions import Neo4jError
+
+    try:
+        with neo4j.GraphDatabase.driver(
+            uri, auth=(user, password), connection_timeout=timeout, max_connection_pool_size=1
+        ) as driver:
+            driver.execute_query("RETURN 1")
+    except (OSError, Neo4jError, neo4j.exceptions.DriverError) as err:
+        return f"{type(err).__name__}: {err}"
+    return None
+
+
+def wait_for_bolt(
+    instance: Neo4jInstance, wait: float, proc: subprocess.Popen[bytes] | None = None
+) -> None:
+    """Block until the instance answers Bolt queries, or raise :class:`StartFailed`."""
+    uri = f"bolt://{instance.bolt_host}:{instance.bolt_port}"
+    password = instance.password_file.read_text().strip()
+    deadline = time.monotonic() + wait
+    reason: str | None = "not started"
+    while time.monotonic() < deadline:
+        if proc is not None and proc.poll() is not None:
+            raise StartFailed(
+                f"Neo4j exited with code {proc.returncode} while starting; "
+                f"see {instance.console_log}."
+            )
+        reason = bolt_ready(uri, "neo4j", password)
+        if reason is None:
+            log.info("[neo4j] op=ready bolt=%s", uri)
+            return
+        time.sleep(0.5)
+    raise StartFailed(f"Neo4j did not answer at {uri} within {wait:.0f} s ({reason}).")

@@ -1,0 +1,77 @@
+"""Errors of the retrieval engine.
+
+    EngineError
+    ├── EmbedError
+    │   ├── ModelMissing           the GGUF file is not there
+    │   ├── ModelLoadFailed        llama.cpp could not load it
+    │   └── EmptyText              nothing left to embed after clean-up
+    └── GraphError
+        ├── GraphUnavailable       Neo4j not reachable
+        ├── GraphAuthFailed        wrong user or password
+        ├── GraphQueryFailed       Neo4j rejected a statement
+        └── SchemaDimensionMismatch  vector indexes built for another model
+
+Each carries a stable ``code`` that crosses the RPC boundary unchanged.
+"""
+
+from __future__ import annotations
+
+
+class EngineError(Exception):
+    """Base of every error the engine reports."""
+
+    code = "engine-error"
+
+
+class EmbedError(EngineError):
+    """The embedding model failed."""
+
+    code = "embed-failed"
+
+
+class ModelMissing(EmbedError):
+    """The GGUF model file does not exist."""
+
+    code = "model-missing"
+
+
+class ModelLoadFailed(EmbedError):
+    """llama.cpp could not load the model."""
+
+    code = "model-load-failed"
+
+
+class EmptyText(EmbedError):
+    """The text is empty once cleaned."""
+
+    code = "empty-text"
+
+
+class GraphError(EngineError):
+    """Neo4j failed."""
+
+    code = "graph-error"
+
+
+class GraphUnavailable(GraphError):
+    """Neo4j is not reachable."""
+
+    code = "graph-unavailable"
+
+
+class GraphAuthFailed(GraphError):
+    """Neo4j refused the credentials."""
+
+    code = "graph-auth-failed"
+
+
+class GraphQueryFailed(GraphError):
+    """Neo4j rejected a statement."""
+
+    code = "graph-query-failed"
+
+
+class SchemaDimensionMismatch(GraphError):
+    """Existing vector indexes have another dimension than the model."""
+
+    code = "schema-dimension-mismatch"

@@ -1,0 +1,73 @@
+"""The engine's Neo4j connection: one async driver pool, and the one place driver errors become
+engine errors."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import AsyncIterator, Mapping
+from contextlib import asynccontextmanager
+from typing import Any
+
+import neo4j
+from neo4j.exceptions import AuthError, DriverError, Neo4jError, ServiceUnavailable
+
+from appliance.memory.errors import GraphAuthFailed, GraphQueryFailed, GraphUnavailable
+
+log = logging.getLogger(__name__)
+
+
+@asynccontextmanager
+async def translate_errors(uri: str) -> AsyncIterator[None]:
+    """Turn Neo4j driver exceptions into :mod:`appliance.memory.errors` exceptions."""
+    try:
+        yield
+    except AuthError as err:
+        raise GraphAuthFailed(
+            f"Neo4j at {uri} refused the credentials ({err.message}). Check MAXY_NEO4J_USER and "
+            "the password file (MAXY_NEO4J_PASSWORD_FILE)."
+        ) from err
+    except (ServiceUnavailable, OSError) as err:
+        raise GraphUnavailable(
+            f"Neo4j is not reachable at {uri} ({err}). Start it with `just run` or "
+            "`maxy neo4j start`, or set MAXY_NEO4J_URI."
+        ) from err
+    except Neo4jError as err:
+        raise GraphQueryFailed(f"Neo4j rejected a statement: {err.message} ({err.code})") from err
+    except DriverError as err:
+        raise GraphUnavailable(f"The Neo4j driver failed talking to {uri}: {err}") from err
+
+
+class Graph:
+    """An async Neo4j driver pool with translated errors."""
+
+    def __init__(self, uri: str, user: str, password: str, *, timeout: float = 3.0) -> None:
+        self.uri = uri
+        self._driver = neo4j.AsyncGraphDatabase.driver(
+            uri,
+            auth=(user, password),
+            connection_timeout=timeout,
+            connection_acquisition_timeout=timeout,
+            max_transaction_retry_time=timeout,
+            max_connection_pool_size=16,
+        )
+
+    async def run(
+        self, cypher: str, params: Mapping[str, Any] | None = None
+    ) -> tuple[list[dict[str, Any]], Any]:
+        """Run one statement; return its records as dicts and the result summary."""
+        async with translate_errors(self.uri):
+            result = await self._driver.execute_query(
+                cypher, dict(params or {}), database_="neo4j"
+            )
+        return [record.data() for record in result.records], result.summary
+
+    async def ping(self) -> float:
+        """Round-trip a trivial query; return the latency in milliseconds."""
+        started = time.monotonic()
+        await self.run("RETURN 1 AS ok")
+        return (time.monotonic() - started) * 1000
+
+    async def close(self) -> None:
+        """Close every pooled connection."""
+        await self._driver.close()

@@ -1,0 +1,58 @@
+"""Call the engine over its Unix socket."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+from pathlib import Path
+from typing import Any
+
+from appliance.rpc.protocol import (
+    ProtocolError,
+    RemoteError,
+    RpcUnavailable,
+    encode_frame,
+    read_frame,
+)
+
+_ids = itertools.count(1)
+
+
+class RpcClient:
+    """One short-lived connection per call: cheap on a Unix socket, and nothing to go stale."""
+
+    def __init__(self, path: Path, timeout: float = 5.0) -> None:
+        self.path = path
+        self.timeout = timeout
+
+    async def call(self, method: str, params: dict[str, Any] | None = None) -> Any:
+        """Call ``method`` and return its result, or raise an :class:`RpcError`."""
+        try:
+            return await asyncio.wait_for(self._call(method, params or {}), self.timeout)
+        except TimeoutError as err:
+            raise RpcUnavailable(
+                f"the engine did not answer {method} within {self.timeout:g} s"
+            ) from err
+
+    async def _call(self, method: str, params: dict[str, Any]) -> Any:
+        request_id = next(_ids)
+        try:
+            reader, writer = await asyncio.open_unix_connection(str(self.path))
+        except (FileNotFoundError, ConnectionRefusedError) as err:
+            raise RpcUnavailable(
+                f"the engine is not running (nothing listens on {self.path})"
+            ) from err
+        try:
+            writer.write(encode_frame({"id": request_id, "method": method, "params": params}))
+            await writer.drain()
+            reply = await read_frame(reader)
+        except ConnectionError as err:
+            raise RpcUnavailable(f"the engine closed the connection during {method}") from err
+        finally:
+            writer.close()
+        if reply is None:
+            raise ProtocolError("the engine closed the connection without answering")
+        if "error" in reply:
+            error = reply["error"] or {}
+            raise RemoteError(str(error.get("code")), str(error.get("message")))
+        return reply.get("result")

@@ -1,0 +1,179 @@
+"""``maxy run``: the development supervisor — Neo4j, the engine and the edge in one terminal.
+
+Each role is a child process; a child that exits is restarted with backoff (1 s doubling to
+30 s, reset once it has stayed up for a minute). SIGINT/SIGTERM stop the children in reverse
+order. On the device systemd does this job, one unit per role.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import logging
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from urllib.parse import urlsplit
+
+from appliance.config import Settings
+from appliance.graphdb.errors import Neo4jSetupError
+from appliance.graphdb.instance import Neo4jInstance, wait_for_bolt
+from appliance.ports import check_port_free
+
+log = logging.getLogger(__name__)
+
+POLL_INTERVAL = 0.2
+STOP_TIMEOUT = 30.0
+MAX_BACKOFF = 30.0
+STABLE_AFTER = 60.0
+PR_SET_PDEATHSIG = 1
+
+
+def self_command() -> list[str]:
+    """How to run this program again: the frozen binary, or this interpreter with the package."""
+    if getattr(sys, "frozen", False):
+        return [sys.executable]
+    return [sys.executable, "-m", "appliance"]
+
+
+@dataclass
+class Child:
+    """A supervised role."""
+
+    name: str
+    start: Callable[[], subprocess.Popen[bytes]]
+    proc: subprocess.Popen[bytes] | None = None
+    started_at: float = 0.0
+    backoff: float = 1.0
+    restart_at: float | None = None
+    restarts: int = field(default=0)
+
+    def launch(self) -> None:
+        """Start (or restart) the process."""
+        self.proc = self.start()
+        self.started_at = time.monotonic()
+        self.restart_at = None
+        log.info("[supervisor] op=start child=%s pid=%s", self.name, self.proc.pid)
+
+    def check(self, now: float) -> None:
+        """Notice an exit and schedule or perform the restart."""
+        if self.proc is not None and self.restart_at is None:
+            code = self.proc.poll()
+            if code is None:
+                return
+            if now - self.started_at > STABLE_AFTER:
+                self.backoff = 1.0
+            log.warning(
+                "[supervisor] op=exited child=%s pid=%s code=%s restart_in_s=%.0f",
+                self.name,
+                self.proc.pid,
+                code,
+                self.backoff,
+            )
+            self.restart_at = now + self.backoff
+            self.backoff = min(self.backoff * 2, MAX_BACKOFF)
+        if self.restart_at is not None and now >= self.restart_at:
+            self.restarts += 1
+            self.launch()
+
+    def stop(self) -> None:
+        """SIGTERM the process group, SIGKILL after the timeout."""
+        proc = self.proc
+        if proc is None or proc.poll() is not None:
+            return
+        os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(STOP_TIMEOUT)
+        except subprocess.TimeoutExpired:
+            log.warning("[supervisor] op=stop warn=sigkill child=%s", self.name)
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+        log.info("[supervisor] op=stop child=%s code=%s", self.name, proc.returncode)
+
+
+def _die_with_parent() -> None:
+    """Ask the kernel to SIGTERM this child if the supervisor dies (even by SIGKILL)."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+
+
+def _role(name: str, environ: Mapping[str, str]) -> Callable[[], subprocess.Popen[bytes]]:
+    def start() -> subprocess.Popen[bytes]:
+        return subprocess.Popen(
+            [*self_command(), name],
+            env=dict(environ),
+            start_new_session=True,
+            preexec_fn=_die_with_parent,
+        )
+
+    return start
+
+
+def _neo4j(instance: Neo4jInstance) -> Callable[[], subprocess.Popen[bytes]]:
+    def start() -> subprocess.Popen[bytes]:
+        proc = instance.spawn(instance.console_log, preexec_fn=_die_with_parent)
+        instance.record_pid(proc.pid, f"supervisor:{os.getpid()}")
+        return proc
+
+    return start
+
+
+def run(settings: Settings, environ: Mapping[str, str]) -> int:
+    """Start every role and keep them running until interrupted."""
+    settings.runtime_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+    check_port_free(settings.host, settings.port, "MAXY_PORT")
+    instance = Neo4jInstance.from_settings(settings, environ)
+    children: list[Child] = []
+
+    stopping = False
+    supervising = False
+
+    def request_stop(signum: int, frame: object) -> None:
+        nonlocal stopping
+        stopping = True
+        if not supervising:
+            # Still starting up (waiting for Neo4j): unwind now; the finally block cleans up.
+            raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, request_stop)
+    signal.signal(signal.SIGINT, request_stop)
+
+    try:
+        other = instance.supervisor_pid()
+        if other and other != os.getpid():
+            raise Neo4jSetupError(
+                f"Another `maxy run` (pid {other}) already runs Neo4j from {instance.home}. "
+                "Stop it first, or give this one its own MAXY_DATA_DIR."
+            )
+        adopted = instance.running_pid()
+        if adopted:
+            log.info("[supervisor] op=adopt child=neo4j pid=%s (from `maxy neo4j start`)", adopted)
+        else:
+            bolt = urlsplit(settings.neo4j_uri)
+            check_port_free(bolt.hostname or "127.0.0.1", bolt.port or 7687, "MAXY_NEO4J_URI")
+            neo4j = Child("neo4j", _neo4j(instance))
+            neo4j.launch()
+            children.append(neo4j)
+            wait_for_bolt(instance, 180.0, neo4j.proc)
+        for role in ("engine", "edge"):
+            child = Child(role, _role(role, environ))
+            child.launch()
+            children.append(child)
+        log.info("[supervisor] op=ready url=http://%s:%s/", settings.host, settings.port)
+        supervising = True
+        while not stopping:
+            now = time.monotonic()
+            for child in children:
+                child.check(now)
+            time.sleep(POLL_INTERVAL)
+    except KeyboardInterrupt:
+        log.info("[supervisor] op=interrupted")
+    finally:
+        for child in reversed(children):
+            child.stop()
+        if children and children[0].name == "neo4j":
+            instance.pid_file.unlink(missing_ok=True)
+    return 0

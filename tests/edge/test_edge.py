@@ -1,0 +1,70 @@
+"""`maxy edge` under Granian on loopback: /healthz and /api/admin/version."""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.conftest import Env, get_health, maxy, wait_until
+
+
+def healthy(port: int) -> bool:
+    response = get_health(port)
+    return response is not None and response.status_code == 200
+
+
+@pytest.fixture
+def edge(maxy_env: Env, start_maxy: Any) -> tuple[Env, Any, Any]:
+    engine = start_maxy(maxy_env, "engine")
+    edge = start_maxy(maxy_env, "edge")
+    port = maxy_env.settings.port
+    wait_until(lambda: healthy(port), 90, f"healthz 200\n{engine.output()}\n{edge.output()}")
+    return maxy_env, engine, edge
+
+
+def test_healthz_reports_neo4j_and_embedder_healthy(edge: tuple[Env, Any, Any]) -> None:
+    env, _, _ = edge
+    response = httpx.get(f"http://127.0.0.1:{env.settings.port}/healthz")
+    assert response.status_code == 200
+    assert response.headers["content-type"] == "application/json"
+    body = response.json()
+    assert body["status"] == "healthy"
+    assert body["neo4j"]["ok"] is True
+    assert body["embedder"]["ok"] is True and body["embedder"]["dimension"] == 384
+    assert body["engine"] == {"ok": True}
+
+
+def test_version_is_served_by_the_edge(edge: tuple[Env, Any, Any]) -> None:
+    env, _, _ = edge
+    body = httpx.get(f"http://127.0.0.1:{env.settings.port}/api/admin/version").json()
+    assert body["installed"]["version"] == "0.1.0"
+    assert "gitRevision" in body["installed"]
+    assert body["latest"] is None
+
+
+def test_healthz_says_unhealthy_when_the_engine_is_gone(edge: tuple[Env, Any, Any]) -> None:
+    env, engine, _ = edge
+    engine.stop()
+    response = httpx.get(f"http://127.0.0.1:{env.settings.port}/healthz", timeout=10)
+    assert response.status_code == 503
+    body = response.json()
+    assert body["status"] == "unhealthy"
+    assert body["engine"]["ok"] is False
+    assert "engine is not running" in body["engine"]["error"]
+
+
+def test_a_taken_port_is_one_clear_message(maxy_env: Env) -> None:
+    with socket.socket() as squatter:
+        squatter.bind(("127.0.0.1", maxy_env.settings.port))
+        squatter.listen()
+        done = subprocess.run(
+            maxy("edge"), env=maxy_env.vars, capture_output=True, text=True, timeout=60
+        )
+    assert done.returncode == 1
+    assert f"Port {maxy_env.settings.port} is already in use" in done.stderr
+    assert "MAXY_PORT" in done.stderr
+    assert "Traceback" not in done.stderr

@@ -1,0 +1,112 @@
+"""The real GGUF model through llama.cpp: fidelity, normalisation, awkward input."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from appliance.memory.embedder import Embedder, clean_text
+from appliance.memory.errors import EmptyText, ModelLoadFailed, ModelMissing
+
+REPO = Path(__file__).resolve().parents[2]
+FIXTURE = REPO / "tests" / "fixtures" / "minilm-reference.json"
+
+
+def cosine(a: np.ndarray, b: np.ndarray) -> float:
+    return float(np.dot(a, b) / (np.linalg.norm(a) * np.linalg.norm(b)))
+
+
+def test_dimension_is_read_from_the_model(embedder: Embedder) -> None:
+    assert embedder.dimension == 384
+    assert embedder.context_tokens == 512
+
+
+@pytest.mark.parametrize("index", [0, 1, 2])
+def test_matches_sentence_transformers_reference(embedder: Embedder, index: int) -> None:
+    fixture = json.loads(FIXTURE.read_text())
+    reference = np.asarray(fixture["embeddings"][index], dtype=np.float32)
+    vector = embedder.embed(fixture["texts"][index])
+    assert cosine(vector, reference) >= 0.999
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["Where does the owner keep the spare key?", "Pressure distribution on a slender cone."],
+)
+def test_matches_an_independent_numpy_forward_pass(embedder: Embedder, text: str) -> None:
+    from build.model import package_model_dir
+    from build.reference_embed import reference_embed
+
+    reference = reference_embed(package_model_dir(), text)
+    assert cosine(embedder.embed(text), reference) >= 0.999
+
+
+@pytest.mark.parametrize(
+    "text", ["short", "A longer sentence about a garden.", "x" * 5000, "ünïcödé ✓ 数据"]
+)
+def test_embeddings_are_unit_length_float32(embedder: Embedder, text: str) -> None:
+    vector = embedder.embed(text)
+    assert vector.dtype == np.float32
+    assert vector.shape == (384,)
+    assert abs(float(np.linalg.norm(vector)) - 1.0) < 1e-5
+
+
+@pytest.mark.parametrize("text", ["", "   ", "\n\t", b"", "\x00\x00"])
+def test_empty_text_is_a_clear_error(embedder: Embedder, text: str | bytes) -> None:
+    with pytest.raises(EmptyText, match="no text to embed"):
+        embedder.embed(text)
+
+
+def test_a_200_kb_text_is_truncated_not_rejected(embedder: Embedder) -> None:
+    sentence = "The boundary layer thickens downstream of the leading edge. "
+    huge = sentence * (200_000 // len(sentence) + 1)
+    assert len(huge) >= 200_000
+    vector = embedder.embed(huge)
+    assert vector.shape == (384,)
+    # Documented: the text is cut to max_chars first, so only that prefix matters.
+    assert cosine(vector, embedder.embed(huge[: embedder.max_chars])) > 0.99999
+
+
+@pytest.mark.parametrize(
+    ("raw", "cleaned"),
+    [
+        ("abc\ud800def", "abc?def"),  # a lone surrogate cannot be UTF-8
+        (b"caf\xc3\xa9 \xff\xfe ok", "café \ufffd\ufffd ok"),  # invalid UTF-8 bytes
+        ("nul\x00byte", "nul byte"),
+        ("bell\x07 and tab\tand\nnewline", "bell  and tab\tand\nnewline"),
+    ],
+)
+def test_non_utf8_safe_input_is_cleaned_and_embedded(
+    embedder: Embedder, raw: str | bytes, cleaned: str
+) -> None:
+    assert clean_text(raw, 8000) == cleaned
+    vector = embedder.embed(raw)
+    assert cosine(vector, embedder.embed(cleaned)) > 0.99999
+
+
+def test_embed_many_equals_one_at_a_time(embedder: Embedder) -> None:
+    texts = ["first text", "second, different text", "third"]
+    for many, one in zip(embedder.embed_many(texts), texts, strict=True):
+        assert cosine(many, embedder.embed(one)) > 0.99999
+
+
+def test_similar_texts_are_closer_than_unrelated_ones(embedder: Embedder) -> None:
+    a = embedder.embed("My sister's birthday is on the 3rd of May.")
+    b = embedder.embed("When is my sister's birthday?")
+    c = embedder.embed("Supersonic flow over a swept wing.")
+    assert cosine(a, b) > cosine(a, c) + 0.2
+
+
+def test_missing_model_says_how_to_build_it(tmp_path: Path) -> None:
+    with pytest.raises(ModelMissing, match="just model"):
+        Embedder(tmp_path / "absent.gguf")
+
+
+def test_corrupt_model_is_a_load_error(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.gguf"
+    bad.write_bytes(b"GGUF" + b"\x00" * 64)
+    with pytest.raises(ModelLoadFailed, match="could not load"):
+        Embedder(bad)

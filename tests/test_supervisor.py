@@ -1,0 +1,84 @@
+"""`maxy run` end to end: its own Neo4j, engine and edge; a killed Neo4j is noticed and
+restarted."""
+
+from __future__ import annotations
+
+import os
+import signal
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from appliance.accounts import create_account
+from tests.conftest import base_environ, free_port, get_health, wait_until
+
+pytestmark = pytest.mark.slow
+
+
+def neo4j_pid(home: Path) -> int | None:
+    try:
+        return int((home / "run" / "neo4j.pid").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def status(port: int) -> int | None:
+    response = get_health(port)
+    return response.status_code if response is not None else None
+
+
+def test_killed_neo4j_is_reported_then_restarted(tmp_path: Path, start_maxy: Any) -> None:
+    data = tmp_path / "data"
+    account = create_account(data / "accounts", "Owner")
+    port = free_port()
+    env = base_environ()
+    env.update(
+        MAXY_DATA_DIR=str(data),
+        MAXY_RUNTIME_DIR=tempfile.mkdtemp(prefix="maxy-run-", dir="/tmp"),
+        MAXY_ACCOUNT_ID=account.id,
+        MAXY_HOST="127.0.0.1",
+        MAXY_PORT=str(port),
+        MAXY_NEO4J_URI=f"bolt://127.0.0.1:{free_port()}",
+        MAXY_NEO4J_HEAP="384m",
+        MAXY_NEO4J_PAGECACHE="64m",
+    )
+    run = start_maxy(env, "run")
+    wait_until(lambda: status(port) == 200, 240, f"maxy run healthy\n{run.output()}", 0.5)
+    body = get_health(port).json()  # type: ignore[union-attr]
+    assert body["neo4j"]["ok"] and body["embedder"]["ok"]
+    # The generated password is kept in the data directory, owner-only.
+    password_file = data / "keys" / "neo4j-password"
+    assert password_file.stat().st_mode & 0o777 == 0o600
+
+    home = data / "neo4j"
+    first = neo4j_pid(home)
+    assert first is not None and alive(first)
+    os.kill(first, signal.SIGKILL)
+
+    # The acceptance criterion: /healthz reports Neo4j unhealthy within 5 s of the kill.
+    wait_until(lambda: status(port) == 503, 5, "healthz 503 after killing Neo4j", 0.1)
+    body = get_health(port).json()  # type: ignore[union-attr]
+    assert body["status"] == "unhealthy"
+    assert body["neo4j"]["ok"] is False
+    assert body["embedder"]["ok"] is True
+
+    # The supervisor restarts it and health recovers.
+    wait_until(lambda: status(port) == 200, 240, f"recovery\n{run.output()}", 0.5)
+    second = neo4j_pid(home)
+    assert second is not None and second != first and alive(second)
+    assert "op=exited child=neo4j" in run.output()
+
+    # Stopping `maxy run` stops everything it started.
+    assert run.stop() == 0
+    wait_until(lambda: not alive(second), 30, "Neo4j to stop with the supervisor")
+    assert status(port) is None
