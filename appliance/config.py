@@ -85,11 +85,11 @@ def _bolt_uri(raw: str) -> str:
 
 
 def _optional_path(raw: str) -> Path | None:
-    return Path(raw).expanduser() if raw else None
+    return Path(raw).expanduser().absolute() if raw else None
 
 
 def _path(raw: str) -> Path:
-    return Path(raw).expanduser()
+    return Path(raw).expanduser().absolute()
 
 
 SETTINGS: tuple[Setting, ...] = (

@@ -360,3 +360,11 @@ def test_readme_mentions_every_setting() -> None:
     text = README.read_text()
     missing = [setting.env for setting in SETTINGS if setting.env not in text]
     assert missing == [], f"README.md does not mention {', '.join(missing)}"
+
+
+def test_relative_paths_become_absolute(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The Neo4j server runs with its home as working directory: a relative home would nest.
+    monkeypatch.chdir(tmp_path)
+    settings = load_settings({"MAXY_DATA_DIR": "rel/data"}, config_file=Path(os.devnull))
+    assert settings.data_dir == tmp_path / "rel" / "data"
+    assert settings.neo4j_home_path.is_absolute()
