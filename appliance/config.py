@@ -84,6 +84,29 @@ def _bolt_uri(raw: str) -> str:
     return raw
 
 
+def _search_mode(raw: str) -> str:
+    mode = raw.strip().lower()
+    if mode not in {"weighted", "rrf"}:
+        raise ValueError("weighted or rrf")
+    return mode
+
+
+def _weight(raw: str) -> float:
+    value = float(raw)
+    if not 0.0 <= value <= 1.0:
+        raise ValueError("a weight between 0 and 1")
+    return value
+
+
+def _bool(raw: str) -> bool:
+    text = raw.strip().lower()
+    if text in {"1", "true", "yes", "on"}:
+        return True
+    if text in {"0", "false", "no", "off"}:
+        return False
+    raise ValueError("true or false")
+
+
 def _optional_path(raw: str) -> Path | None:
     return Path(raw).expanduser().absolute() if raw else None
 
@@ -139,8 +162,24 @@ SETTINGS: tuple[Setting, ...] = (
         "Longer texts are cut to this many characters before embedding.",
         _positive_int,
     ),
+    Setting("embed_threads", 0, "CPU threads for embedding (0: all cores).", _non_negative_int),
     Setting(
-        "embed_threads", 0, "CPU threads for embedding (0: all cores).", _non_negative_int
+        "search_mode",
+        "weighted",
+        "Fusion of vector and keyword scores: weighted or rrf.",
+        _search_mode,
+    ),
+    Setting("search_vector_weight", 0.7, "Weight of the vector score in weighted fusion.", _weight),
+    Setting(
+        "search_keyword_weight", 0.3, "Weight of the keyword score in weighted fusion.", _weight
+    ),
+    Setting("search_rrf_k", 60, "The k of reciprocal rank fusion.", _positive_int),
+    Setting("search_boosts", False, "Apply the compiledTruth and backlink boosts.", _bool),
+    Setting(
+        "search_limit",
+        10,
+        "Results a search returns unless the caller asks otherwise.",
+        _positive_int,
     ),
 )
 
@@ -168,6 +207,12 @@ class Settings:
     embed_model: Path | None
     embed_max_chars: int
     embed_threads: int
+    search_mode: str
+    search_vector_weight: float
+    search_keyword_weight: float
+    search_rrf_k: int
+    search_boosts: bool
+    search_limit: int
 
     @property
     def accounts_dir(self) -> Path:

@@ -60,6 +60,12 @@ DEFAULTS: list[tuple[str, Any]] = [
     ("embed_model", None),
     ("embed_max_chars", 8000),
     ("embed_threads", 0),
+    ("search_mode", "weighted"),
+    ("search_vector_weight", 0.7),
+    ("search_keyword_weight", 0.3),
+    ("search_rrf_k", 60),
+    ("search_boosts", False),
+    ("search_limit", 10),
 ]
 
 

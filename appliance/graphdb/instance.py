@@ -307,7 +307,9 @@ def bolt_ready(uri: str, user: str, password: str, timeout: float = 2.0) -> str 
         with neo4j.GraphDatabase.driver(
             uri, auth=(user, password), connection_timeout=timeout, max_connection_pool_size=1
         ) as driver:
-            driver.execute_query("RETURN 1")
+            # An auto-commit query is tried once; execute_query would retry for 30 s.
+            with driver.session() as session:
+                session.run("RETURN 1").consume()
     except (OSError, Neo4jError, neo4j.exceptions.DriverError) as err:
         return f"{type(err).__name__}: {err}"
     return None

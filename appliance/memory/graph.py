@@ -38,6 +38,17 @@ async def translate_errors(uri: str) -> AsyncIterator[None]:
         raise GraphUnavailable(f"The Neo4j driver failed talking to {uri}: {err}") from err
 
 
+def _plain(value: Any) -> Any:
+    """Turn driver values into plain ones: temporal values become ISO-8601 strings."""
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_plain(v) for v in value]
+    if hasattr(value, "iso_format"):
+        return str(value.iso_format())
+    return value
+
+
 class Graph:
     """An async Neo4j driver pool with translated errors."""
 
@@ -50,6 +61,7 @@ class Graph:
             connection_acquisition_timeout=timeout,
             max_transaction_retry_time=timeout,
             max_connection_pool_size=16,
+            notifications_min_severity="OFF",
         )
 
     async def run(
@@ -60,7 +72,7 @@ class Graph:
             result = await self._driver.execute_query(
                 cypher, dict(params or {}), database_="neo4j"
             )
-        return [record.data() for record in result.records], result.summary
+        return [_plain(record.data()) for record in result.records], result.summary
 
     async def ping(self) -> float:
         """Round-trip a trivial query; return the latency in milliseconds."""

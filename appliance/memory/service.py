@@ -10,6 +10,13 @@ RPC methods:
   schema: {state: pending|applied|mismatch|failed, error}}``
 - ``embed`` ``{texts: [str]}`` → ``{model, dimension, vectors: bytes}`` (packed float32, one
   vector after another)
+- ``search`` ``{caller, query, labels?, limit?, mode?, vectorWeight?, keywordWeight?, rrfK?,
+  threshold?, boosts?, expandHops?, fields?, scopes?}`` → ``{results, counts, ms, vectorOnly}``
+- ``write`` ``{caller, label, properties, id?, edges?, producedByTaskId?, scope?, agents?}`` →
+  ``{id, created, embedded, warnings}``
+
+``caller`` (account, scopes, agent, session) is set by the calling process from its own
+environment; a caller of another account is refused.
 """
 
 from __future__ import annotations
@@ -27,7 +34,11 @@ from appliance.config import Settings
 from appliance.memory.embedder import Embedder
 from appliance.memory.errors import EngineError, GraphError, SchemaDimensionMismatch
 from appliance.memory.graph import Graph
+from appliance.memory.guards import Caller, GuardError
+from appliance.memory.hits import Candidate
 from appliance.memory.schema import apply_schema
+from appliance.memory.search import Searcher, SearchRequest
+from appliance.memory.write import Edge, Writer, WriteRejected, WriteRequest
 from appliance.rpc.server import RpcServer
 
 log = logging.getLogger(__name__)
@@ -60,11 +71,90 @@ class Engine:
         self._embed_thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="embed")
         self.schema_state = "pending"
         self.schema_error: str | None = None
+        self.searcher = Searcher(self.graph, self.embed_one)
+        self.writer = Writer(self.graph, self.embed_one, embedder.model_name)
 
     @property
     def handlers(self) -> dict[str, Any]:
         """RPC method table."""
-        return {"health": self.health, "embed": self.embed}
+        return {
+            "health": self.health,
+            "embed": self.embed,
+            "search": self.search,
+            "write": self.write,
+        }
+
+    async def embed_one(self, text: str) -> list[float]:
+        """Embed one text on the embedding thread."""
+        loop = asyncio.get_running_loop()
+        vector = await loop.run_in_executor(self._embed_thread, self.embedder.embed, text)
+        return [float(x) for x in vector]
+
+    def caller(self, params: dict[str, Any]) -> Caller:
+        """The request's caller; it must belong to this engine's account."""
+        try:
+            caller = Caller.from_wire(params.get("caller") or {})
+        except GuardError as err:
+            raise WriteRejected(f"invalid caller: {err}") from err
+        if caller.account_id != self.account.id:
+            log.error(
+                "[graph-write] reject reason=invalid-account-id claimed=%s account=%s",
+                caller.account_id,
+                self.account.id,
+            )
+            raise WriteRejected("The caller's account is not this device's account.")
+        return caller
+
+    async def search(self, params: dict[str, Any]) -> dict[str, Any]:
+        """Hybrid search for a caller."""
+        caller = self.caller(params).narrow(params.get("scopes"))
+        s = self.settings
+        query = str(params["query"])
+        request = SearchRequest(
+            query=query,
+            labels=params.get("labels"),
+            limit=min(int(params.get("limit") or s.search_limit), 100),
+            mode=params.get("mode") or s.search_mode,  # type: ignore[arg-type]
+            vector_weight=float(params.get("vectorWeight", s.search_vector_weight)),
+            keyword_weight=float(params.get("keywordWeight", s.search_keyword_weight)),
+            rrf_k=int(params.get("rrfK", s.search_rrf_k)),
+            threshold=float(params.get("threshold", 0.0)),
+            boosts=bool(params.get("boosts", s.search_boosts)),
+            expand_hops=min(int(params.get("expandHops", 1)), 1),
+            fields=params.get("fields"),
+        )
+        if request.mode not in ("weighted", "rrf"):
+            raise ValueError("mode must be weighted or rrf")
+        result = await self.searcher.search(caller, request)
+        return {
+            "results": [_candidate_wire(c) for c in result.results],
+            "counts": result.counts,
+            "ms": round(result.ms, 1),
+            "vectorOnly": result.vector_only,
+        }
+
+    async def write(self, params: dict[str, Any]) -> dict[str, Any]:
+        """Create or merge one node for a caller."""
+        caller = self.caller(params)
+        edges = [
+            Edge(
+                type=str(e["type"]),
+                to_id=str(e["toId"]),
+                to_label=str(e["toLabel"]),
+                direction=str(e.get("direction", "out")),
+            )
+            for e in params.get("edges") or []
+        ]
+        request = WriteRequest(
+            label=str(params["label"]),
+            properties=dict(params.get("properties") or {}),
+            id=params.get("id"),
+            edges=edges,
+            produced_by=params.get("producedByTaskId"),
+            scope=params.get("scope"),
+            agents=params.get("agents"),
+        )
+        return await self.writer.write(caller, request)
 
     async def embed(self, params: dict[str, Any]) -> dict[str, Any]:
         """Embed a list of texts; vectors come back as packed float32 bytes."""
@@ -146,3 +236,30 @@ class Engine:
             self._embed_thread.shutdown(wait=True)
             self.settings.engine_socket.unlink(missing_ok=True)
             log.info("[engine] op=stop")
+
+
+def _candidate_wire(cand: Candidate) -> dict[str, Any]:
+    return {
+        "id": cand.node_id,
+        "labels": cand.labels,
+        "score": cand.score,
+        "scores": {
+            "vector": cand.vector,
+            "keyword": cand.keyword,
+            "keywordRaw": cand.keyword_raw,
+            "fused": cand.fused,
+            "boosts": cand.boosts,
+        },
+        "props": cand.props,
+        "related": [
+            {
+                "id": r.node_id,
+                "labels": r.labels,
+                "type": r.rel_type,
+                "direction": r.direction,
+                "props": r.props,
+            }
+            for r in cand.related
+        ],
+        "trace": cand.trace,
+    }

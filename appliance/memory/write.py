@@ -1,0 +1,284 @@
+"""``memory-write``: create or merge one node with its properties and edges.
+
+- Every write stamps ``accountId`` with the caller's account; a different ``accountId`` in the
+  properties is refused loudly (``[graph-write] reject reason=invalid-account-id``), and so is
+  merging onto an id that belongs to another account.
+- The node is embedded at write time from a bounded representation of it
+  (:func:`embedding_text`); ``embedding``, ``embeddingModel`` and ``contentHash`` are stored. An
+  unchanged representation under the same model is not embedded again. If embedding fails the
+  node is still written, without an embedding, and one line
+  ``[graph-write] warn reason=embed-failed`` is logged: a failed embed never aborts a write.
+- People and organisations carry provenance: an inbound ``PRODUCED`` edge from the Task,
+  Conversation or Message named by ``producedByTaskId`` (else the caller's session node);
+  without one the write goes ahead with ``[graph-write] warn reason=missing-provenance``.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import uuid
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from functools import cache
+from typing import Any
+
+from appliance.memory.chunking import content_hash, summary
+from appliance.memory.errors import EngineError
+from appliance.memory.graph import Graph
+from appliance.memory.guards import SCOPES, Caller
+from appliance.memory.schema import read_statements
+
+log = logging.getLogger(__name__)
+
+EmbedText = Callable[[str], Awaitable[list[float]]]
+
+PROVENANCE_LABELS = frozenset(
+    {"Person", "UserProfile", "Organization", "LocalBusiness", "Place", "ContactPoint"}
+)
+PRODUCER_LABELS = ("Task", "Conversation", "Message")
+DOCUMENT_LABELS = frozenset(
+    {"KnowledgeDocument", "DigitalDocument", "CreativeWork", "Report", "Section", "Article"}
+)
+RESERVED = frozenset(
+    {"id", "accountId", "embedding", "embeddingModel", "contentHash", "createdAt", "updatedAt",
+     "deletedAt", "scope", "agents"}
+)  # fmt: skip
+ENTITY_TEXT_CHARS = 1000
+_IDENTIFIER = re.compile(r"^[A-Za-z][A-Za-z0-9_]{0,63}$")
+_REL_TYPE = re.compile(r"^[A-Z][A-Z0-9_]{0,63}$")
+_LABEL_IN_SCHEMA = re.compile(r"FOR \(n:(\w+)\) REQUIRE n\.id IS UNIQUE")
+
+
+class WriteRejected(EngineError):
+    """The write was refused; nothing was written."""
+
+    code = "write-rejected"
+
+
+@cache
+def writable_labels() -> frozenset[str]:
+    """Labels the schema declares (each has a unique ``id``): the only ones writes may use."""
+    return frozenset(
+        m.group(1) for s in read_statements() if (m := _LABEL_IN_SCHEMA.search(s))
+    ) - {"Account"}
+
+
+@dataclass
+class Edge:
+    """A relationship to write between the node and an existing node."""
+
+    type: str
+    to_id: str
+    to_label: str
+    direction: str = "out"  # "out": (node)-[type]->(other); "in": (other)-[type]->(node)
+
+
+@dataclass
+class WriteRequest:
+    """One node to create or merge."""
+
+    label: str
+    properties: dict[str, Any]
+    id: str | None = None
+    edges: list[Edge] = field(default_factory=list)
+    produced_by: str | None = None
+    scope: str | None = None
+    agents: Sequence[str] | None = None
+
+
+def _reject(reason: str, message: str, **fields: Any) -> WriteRejected:
+    detail = " ".join(f"{k}={v}" for k, v in fields.items())
+    log.error("[graph-write] reject reason=%s %s", reason, detail)
+    return WriteRejected(message)
+
+
+def _check_value(key: str, value: Any) -> None:
+    scalar = (str, int, float, bool)
+    if isinstance(value, scalar) or (
+        isinstance(value, list) and all(isinstance(v, scalar) for v in value)
+    ):
+        return
+    raise _reject(
+        "invalid-property",
+        f"Property {key!r} must be a string, number, boolean or a list of them.",
+        key=key,
+    )
+
+
+def validate(caller: Caller, request: WriteRequest) -> dict[str, Any]:
+    """Check a request against the caller and the schema; return the properties to set."""
+    if request.label not in writable_labels():
+        raise _reject(
+            "unknown-label",
+            f"{request.label!r} is not a label of the memory graph "
+            f"(see schema/schema.cypher).",
+            label=request.label,
+        )
+    claimed = request.properties.get("accountId")
+    if claimed is not None and claimed != caller.account_id:
+        raise _reject(
+            "invalid-account-id",
+            "accountId must be this device's account; writes to other accounts are refused.",
+            claimed=claimed,
+            account=caller.account_id,
+        )
+    props: dict[str, Any] = {}
+    for key, value in request.properties.items():
+        if not _IDENTIFIER.match(key):
+            raise _reject("invalid-property", f"{key!r} is not a valid property name.", key=key)
+        if key in RESERVED:
+            continue
+        if value is None:
+            continue
+        _check_value(key, value)
+        props[key] = value
+    if request.scope is not None and request.scope not in SCOPES:
+        raise _reject("invalid-scope", f"scope must be one of {', '.join(SCOPES)}.")
+    if caller.scopes is not None and (request.scope or "admin") not in caller.scopes:
+        raise _reject(
+            "scope-not-allowed", "This caller may not write at that scope.", scope=request.scope
+        )
+    for edge in request.edges:
+        if not _REL_TYPE.match(edge.type) or edge.direction not in ("in", "out"):
+            raise _reject("invalid-edge", f"Edge {edge.type!r}/{edge.direction!r} is not valid.")
+        if edge.to_label not in writable_labels():
+            raise _reject("invalid-edge", f"{edge.to_label!r} is not a label of the graph.")
+    return props
+
+
+def embedding_text(label: str, props: Mapping[str, Any]) -> str:
+    """The bounded text a node is embedded from: documents by summary, entities by fields."""
+    if label in DOCUMENT_LABELS:
+        title = str(props.get("title") or props.get("name") or "")
+        body = next(
+            (str(props[k]) for k in ("summary", "body", "content", "text") if props.get(k)), ""
+        )
+        return f"{title}\n{summary(body)}".strip()
+    lines = []
+    for key, value in props.items():
+        if isinstance(value, list):
+            value = ", ".join(str(v) for v in value)
+        if isinstance(value, str) and value.strip():
+            lines.append(f"{key}: {value.strip()}")
+    return "\n".join(lines)[:ENTITY_TEXT_CHARS]
+
+
+class Writer:
+    """Writes nodes for one account with one embedding model."""
+
+    def __init__(self, graph: Graph, embed: EmbedText, model_name: str) -> None:
+        self.graph = graph
+        self.embed = embed
+        self.model_name = model_name
+
+    async def write(self, caller: Caller, request: WriteRequest) -> dict[str, Any]:
+        """Validate, embed (best effort), merge the node and its edges; report what happened."""
+        props = validate(caller, request)
+        node_id = request.id or str(uuid.uuid4())
+        label = request.label
+        existing, _ = await self.graph.run(
+            f"MATCH (n:`{label}` {{id: $id}}) RETURN n.accountId AS account, "
+            "n.contentHash AS hash, n.embeddingModel AS model",
+            {"id": node_id},
+        )
+        if existing and existing[0]["account"] != caller.account_id:
+            raise _reject(
+                "invalid-account-id",
+                "That id belongs to another account; writes to other accounts are refused.",
+                id=node_id,
+            )
+        warnings: list[str] = []
+        text = embedding_text(label, props)
+        digest = content_hash(text) if text else None
+        embedding: list[float] | None = None
+        fresh = bool(existing) and existing[0]["hash"] == digest and (
+            existing[0]["model"] == self.model_name
+        )
+        if text and not fresh:
+            try:
+                embedding = await self.embed(text)
+            except EngineError as err:
+                log.warning(
+                    "[graph-write] warn reason=embed-failed label=%s id=%s error=%s",
+                    label,
+                    node_id,
+                    err,
+                )
+                warnings.append("embed-failed")
+        set_embedding = (
+            "SET n.embedding = $embedding, n.embeddingModel = $model, n.contentHash = $hash "
+            if embedding is not None
+            else ""
+        )
+        rows, _ = await self.graph.run(
+            f"MERGE (n:`{label}` {{id: $id}}) "
+            "ON CREATE SET n.accountId = $account, n.createdAt = datetime() "
+            "WITH n WHERE n.accountId = $account "
+            "SET n += $props, n.updatedAt = datetime(), n.scope = $scope, n.agents = $agents "
+            f"{set_embedding}"
+            "RETURN n.id AS id",
+            {
+                "id": node_id,
+                "account": caller.account_id,
+                "props": props,
+                "scope": request.scope,
+                "agents": list(request.agents) if request.agents is not None else None,
+                "embedding": embedding,
+                "model": self.model_name,
+                "hash": digest,
+            },
+        )
+        if not rows:
+            raise _reject("invalid-account-id", "That id belongs to another account.", id=node_id)
+        for edge in request.edges:
+            await self._edge(caller, label, node_id, edge)
+        if label in PROVENANCE_LABELS:
+            if not await self._provenance(caller, label, node_id, request.produced_by):
+                log.warning(
+                    "[graph-write] warn reason=missing-provenance label=%s id=%s", label, node_id
+                )
+                warnings.append("missing-provenance")
+        log.info(
+            "[graph-write] op=%s label=%s id=%s embedded=%s",
+            "update" if existing else "create",
+            label,
+            node_id,
+            embedding is not None or fresh,
+        )
+        return {
+            "id": node_id,
+            "created": not existing,
+            "embedded": embedding is not None or fresh,
+            "warnings": warnings,
+        }
+
+    async def _edge(self, caller: Caller, label: str, node_id: str, edge: Edge) -> None:
+        pattern = "(n)-[:`{t}`]->(m)" if edge.direction == "out" else "(m)-[:`{t}`]->(n)"
+        rows, _ = await self.graph.run(
+            f"MATCH (n:`{label}` {{id: $id}}) MATCH (m:`{edge.to_label}` {{id: $to}}) "
+            "WHERE n.accountId = $account AND m.accountId = $account "
+            f"MERGE {pattern.format(t=edge.type)} RETURN count(*) AS linked",
+            {"id": node_id, "to": edge.to_id, "account": caller.account_id},
+        )
+        if not rows or rows[0]["linked"] == 0:
+            raise _reject(
+                "edge-target-missing",
+                f"No {edge.to_label} with id {edge.to_id} in this account to link to.",
+                to=edge.to_id,
+            )
+
+    async def _provenance(
+        self, caller: Caller, label: str, node_id: str, produced_by: str | None
+    ) -> bool:
+        source = produced_by or caller.session_id
+        if not source:
+            return False
+        rows, _ = await self.graph.run(
+            f"MATCH (n:`{label}` {{id: $id}}) "
+            "MATCH (p:Task|Conversation|Message {id: $source}) "
+            "WHERE p.accountId = $account AND p.deletedAt IS NULL "
+            "MERGE (p)-[:PRODUCED]->(n) RETURN count(*) AS linked",
+            {"id": node_id, "source": source, "account": caller.account_id},
+        )
+        return bool(rows and rows[0]["linked"])

@@ -1,0 +1,165 @@
+"""Isolation property: no read path ever returns a node, or a related node, the caller may not
+see — over random graphs crossing two accounts, three scopes, agents and soft deletes."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from appliance.memory.embedder import Embedder
+from appliance.memory.graph import Graph
+from appliance.memory.guards import Caller
+from appliance.memory.schema import apply_schema
+from appliance.memory.search import Searcher, SearchRequest
+from tests.conftest import Neo4jServer
+
+WORDS = ["garden", "boiler", "birthday", "key", "coffee", "invoice", "roof", "piano", "dentist"]
+LABELS = ["Note", "Task", "Person", "Event"]
+SCOPES = [None, "public", "shared", "admin"]
+AGENT_SETS = [None, [], ["bob"], ["carol"], ["bob", "carol"]]
+QUERY_EXTRAS = ["", "?", "+", '"', "(", "title:", "*", "&&"]
+
+
+@dataclass(frozen=True)
+class Spec:
+    mine: bool
+    label: str
+    words: tuple[str, ...]
+    scope: str | None
+    agents: tuple[str, ...] | None
+    deleted: bool
+
+
+node_specs = st.builds(
+    Spec,
+    mine=st.booleans(),
+    label=st.sampled_from(LABELS),
+    words=st.lists(st.sampled_from(WORDS), min_size=1, max_size=3).map(tuple),
+    scope=st.sampled_from(SCOPES),
+    agents=st.sampled_from(AGENT_SETS).map(lambda a: None if a is None else tuple(a)),
+    deleted=st.booleans(),
+)
+graphs = st.tuples(
+    st.lists(node_specs, min_size=8, max_size=30),
+    st.lists(st.tuples(st.integers(0, 29), st.integers(0, 29)), max_size=60),
+)
+queries = st.lists(
+    st.tuples(
+        st.lists(st.sampled_from(WORDS), min_size=1, max_size=3),
+        st.sampled_from(QUERY_EXTRAS),
+        st.sampled_from([None, ["Note"], ["Task", "Person"]]),
+        st.sampled_from(["weighted", "rrf", "keyword"]),
+    ),
+    min_size=10,
+    max_size=10,
+)
+
+CALLERS: list[dict[str, Any]] = [
+    {},
+    {"scopes": ("public",)},
+    {"scopes": ("public", "shared")},
+    {"scopes": ("public",), "agent": "bob"},
+    {"scopes": ("public", "shared", "admin"), "agent": "carol"},
+]
+
+
+def may_see(caller: Caller, spec: Spec, account: str, node_account: str) -> bool:
+    if node_account != account or spec.deleted:
+        return False
+    if caller.scopes is not None and spec.scope is not None and spec.scope not in caller.scopes:
+        return False
+    return caller.agent is None or caller.agent in (spec.agents or ())
+
+
+async def check(
+    server: Neo4jServer,
+    vectors: dict[str, list[float]],
+    specs: list[Spec],
+    edges: list[tuple[int, int]],
+    query_list: list[Any],
+) -> int:
+    mine, theirs = f"iso-{uuid.uuid4()}", f"iso-{uuid.uuid4()}"
+    graph = Graph(server.uri, "neo4j", server.password)
+    await apply_schema(graph, 384)
+    by_id: dict[str, tuple[Spec, str]] = {}
+    rows = []
+    for i, spec in enumerate(specs):
+        node_id = f"{mine}-{i}"
+        account = mine if spec.mine else theirs
+        by_id[node_id] = (spec, account)
+        text = " ".join(spec.words)
+        rows.append({
+            "id": node_id, "label": spec.label, "account": account, "name": text,
+            "scope": spec.scope, "agents": list(spec.agents) if spec.agents is not None else None,
+            "deleted": spec.deleted, "embedding": vectors[text],
+        })  # fmt: skip
+    try:
+        for label in LABELS:
+            await graph.run(
+                f"UNWIND $rows AS r WITH r WHERE r.label = '{label}' CREATE (n:`{label}`) "
+                "SET n.id = r.id, n.accountId = r.account, n.name = r.name, n.scope = r.scope, "
+                "n.agents = r.agents, n.embedding = r.embedding, "
+                "n.deletedAt = CASE WHEN r.deleted THEN datetime() END",
+                {"rows": rows},
+            )
+        pairs = [
+            {"a": f"{mine}-{a}", "b": f"{mine}-{b}"}
+            for a, b in edges
+            if a < len(specs) and b < len(specs)
+        ]
+        await graph.run(
+            "UNWIND $pairs AS p MATCH (a {id: p.a}), (b {id: p.b}) CREATE (a)-[:LINKS]->(b)",
+            {"pairs": pairs},
+        )
+        await graph.run("CALL db.awaitIndexes(60)")
+        searcher = Searcher(graph, lambda text: _vector(vectors, text))
+        checked = 0
+        for extra in CALLERS:
+            caller = Caller(account_id=mine, **extra)
+            for words, tail, labels, mode in query_list:
+                weights = (0.0, 1.0) if mode == "keyword" else (0.7, 0.3)
+                request = SearchRequest(
+                    " ".join(words) + tail, labels=labels, limit=10,
+                    mode="rrf" if mode == "rrf" else "weighted",
+                    vector_weight=weights[0], keyword_weight=weights[1],
+                )  # fmt: skip
+                result = await searcher.search(caller, request)
+                for cand in result.results:
+                    spec, account = by_id[cand.node_id]
+                    assert may_see(caller, spec, mine, account), (caller, cand.node_id, spec)
+                    for rel in cand.related:
+                        rspec, raccount = by_id[rel.node_id]
+                        assert may_see(caller, rspec, mine, raccount), (caller, rel.node_id)
+                    checked += 1
+        return checked
+    finally:
+        await graph.run(
+            "MATCH (n) WHERE n.accountId IN [$a, $b] DETACH DELETE n", {"a": mine, "b": theirs}
+        )
+        await graph.close()
+
+
+async def _vector(vectors: dict[str, list[float]], text: str) -> list[float]:
+    key = " ".join(w for w in text.split() if w in WORDS) or WORDS[0]
+    return vectors.get(key) or vectors[key.split()[0]]
+
+
+@settings(
+    max_examples=20, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(graph=graphs, query_list=queries)
+def test_no_read_path_leaks(
+    neo4j_server: Neo4jServer, embedder: Embedder, graph: Any, query_list: Any
+) -> None:
+    specs, edges = graph
+    # Every example also holds nodes everyone may see, so no example passes by finding nothing.
+    specs = [*specs, *(Spec(True, "Task", tuple(WORDS), "public", ("bob", "carol"), False),) * 2]
+    texts = {" ".join(s.words) for s in specs} | {" ".join(q[0]) for q in query_list} | set(WORDS)
+    vectors = {t: [float(x) for x in embedder.embed(t)] for t in texts}
+    checked = asyncio.run(check(neo4j_server, vectors, specs, edges, query_list))
+    assert checked > 0

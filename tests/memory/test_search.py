@@ -1,0 +1,169 @@
+"""memory-search against the real Neo4j and model: ranking, guards, expansion, projection."""
+
+from __future__ import annotations
+
+import pytest
+
+from appliance.memory.search import SearchRequest
+from appliance.memory.write import Edge, WriteRequest
+from tests.memory.conftest import Memory
+
+pytestmark = pytest.mark.anyio
+
+FACTS = [
+    ("Preference", {"name": "Coffee order", "description": "Oat milk flat white, no sugar"}),
+    ("Event", {"name": "Sister's birthday", "description": "Anna's birthday is on 3 May"}),
+    ("Task", {"name": "Fix the garden gate", "description": "The hinge on the back gate broke"}),
+    ("Note", {"name": "Wi-Fi", "description": "The guest network password is on the fridge"}),
+]
+
+
+async def seed(memory: Memory) -> dict[str, str]:
+    ids = {}
+    for label, props in FACTS:
+        done = await memory.writer.write(memory.caller, WriteRequest(label, dict(props)))
+        ids[str(props["name"])] = done["id"]
+    return ids
+
+
+async def search(memory: Memory, query: str, caller: object = None, **kw: object) -> list[str]:
+    result = await memory.searcher.search(
+        caller or memory.caller,  # type: ignore[arg-type]
+        SearchRequest(query=query, **kw),  # type: ignore[arg-type]
+    )
+    return [str(c.props.get("name")) for c in result.results]
+
+
+async def test_the_relevant_memory_ranks_first(memory: Memory) -> None:
+    await seed(memory)
+    assert (await search(memory, "when is Anna's birthday?"))[0] == "Sister's birthday"
+    assert (await search(memory, "how do I take my coffee"))[0] == "Coffee order"
+    # The keyword path alone finds an exact word the vector path may rank lower.
+    assert (await search(memory, "hinge", vector_weight=0.0, keyword_weight=1.0))[0] == (
+        "Fix the garden gate"
+    )
+
+
+async def test_rrf_mode_and_label_filter(memory: Memory) -> None:
+    await seed(memory)
+    names = await search(memory, "birthday", mode="rrf", labels=["Task", "Note"])
+    assert "Sister's birthday" not in names
+
+
+async def test_hidden_properties_are_never_returned(memory: Memory) -> None:
+    await seed(memory)
+    result = await memory.searcher.search(memory.caller, SearchRequest("coffee"))
+    for cand in result.results:
+        assert "embedding" not in cand.props and "accountId" not in cand.props
+    projected = await memory.searcher.search(
+        memory.caller, SearchRequest("coffee", fields=["name", "embedding", "accountId"])
+    )
+    assert all(set(c.props) <= {"name"} for c in projected.results)
+    none = await memory.searcher.search(memory.caller, SearchRequest("coffee", fields=[]))
+    assert all(c.props == {} for c in none.results)
+
+
+async def test_expansion_records_direction_and_respects_guards(memory: Memory) -> None:
+    project = await memory.writer.write(memory.caller, WriteRequest("Project", {"name": "Shed"}))
+    await memory.writer.write(
+        memory.caller,
+        WriteRequest(
+            "Task",
+            {"name": "Buy timber for the shed"},
+            edges=[Edge("PART_OF", project["id"], "Project")],
+        ),
+    )
+    secret = await memory.writer.write(
+        memory.caller, WriteRequest("Note", {"name": "Shed budget"}, scope="admin")
+    )
+    await memory.graph.run(
+        "MATCH (p:Project {id: $p}), (n:Note {id: $n}) CREATE (p)-[:HAS_NOTE]->(n)",
+        {"p": project["id"], "n": secret["id"]},
+    )
+    result = await memory.searcher.search(memory.caller, SearchRequest("timber", labels=["Task"]))
+    related = result.results[0].related
+    assert [(r.rel_type, r.direction, r.props["name"]) for r in related] == [
+        ("PART_OF", "out", "Shed")
+    ]
+    public = memory.other(scopes=("public",))
+    result = await memory.searcher.search(public, SearchRequest("shed project", labels=["Project"]))
+    assert [r.props["name"] for c in result.results for r in c.related] == [
+        "Buy timber for the shed"
+    ]
+    compact = await memory.searcher.search(
+        memory.caller, SearchRequest("timber", labels=["Task"], expand_hops=0)
+    )
+    assert compact.results[0].related == []
+
+
+async def test_guards_soft_delete_scope_agent_and_account(memory: Memory) -> None:
+    text = {"description": "the spare key is under the blue flower pot"}
+    await memory.writer.write(memory.caller, WriteRequest("Note", {"name": "open", **text}))
+    gone = await memory.writer.write(
+        memory.caller, WriteRequest("Note", {"name": "deleted", **text})
+    )
+    await memory.graph.run(
+        "MATCH (n:Note {id: $id}) SET n.deletedAt = datetime()", {"id": gone["id"]}
+    )
+    await memory.writer.write(
+        memory.caller, WriteRequest("Note", {"name": "admin-only", **text}, scope="admin")
+    )
+    await memory.writer.write(
+        memory.caller,
+        WriteRequest("Note", {"name": "for-bob", **text}, scope="public", agents=["bob"]),
+    )
+    stranger = memory.other(account_id=memory.caller.account_id + "-zz")
+    await memory.writer.write(stranger, WriteRequest("Note", {"name": "stranger", **text}))
+
+    everything = set(await search(memory, "where is the spare key"))
+    assert everything == {"open", "admin-only", "for-bob"}
+    public = set(await search(memory, "spare key", memory.other(scopes=("public",))))
+    assert public == {"open", "for-bob"}
+    bob = set(await search(memory, "spare key", memory.other(scopes=("public",), agent="bob")))
+    assert bob == {"for-bob"}
+    alice = set(await search(memory, "spare key", memory.other(scopes=("public",), agent="alice")))
+    assert alice == set()
+
+
+async def test_a_guarded_query_still_fills_its_limit(memory: Memory) -> None:
+    for i in range(40):
+        await memory.writer.write(
+            memory.caller,
+            WriteRequest(
+                "Note", {"name": f"admin {i}", "description": "boiler service date"}, scope="admin"
+            ),
+        )
+    for i in range(5):
+        await memory.writer.write(
+            memory.caller,
+            WriteRequest(
+                "Note",
+                {"name": f"public {i}", "description": "boiler repair phone"},
+                scope="public",
+            ),
+        )
+    names = await search(memory, "boiler", memory.other(scopes=("public",)), limit=5)
+    assert sorted(names) == [f"public {i}" for i in range(5)]
+
+
+@pytest.mark.parametrize(
+    "query",
+    ["+", "-", "&&", "||", "!", "(", ")", "{", "}", "[", "]", "^", '"', "~", "*", "?", ":",
+     "\\", "/", 'title:"unbalanced', "a && b || !c", "(((", "name:*", "\\\\", "AND", "OR NOT"],
+)  # fmt: skip
+async def test_lucene_special_characters_never_error(memory: Memory, query: str) -> None:
+    await seed(memory)
+    await memory.searcher.search(memory.caller, SearchRequest(query))
+
+
+async def test_without_the_fulltext_index_search_is_vector_only(memory: Memory) -> None:
+    from appliance.memory.schema import apply_schema
+
+    await seed(memory)
+    await memory.graph.run("DROP INDEX entity_search")
+    try:
+        result = await memory.searcher.search(memory.caller, SearchRequest("coffee"))
+        assert result.vector_only
+        assert result.results[0].props["name"] == "Coffee order"
+    finally:
+        await apply_schema(memory.graph, 384)
