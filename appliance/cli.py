@@ -3,6 +3,7 @@
     maxy run                      development: Neo4j + engine + edge, supervised
     maxy edge                     TCP :19200 (Granian + Starlette)
     maxy engine                   retrieval engine (Neo4j pool + embedding model), RPC socket
+    maxy mcp                      memory tools over MCP/stdio, for claude sessions
     maxy doctor                   check the environment and say what to fix
     maxy version                  version, git revision, build date
     maxy account create|list      accounts under <data_dir>/accounts
@@ -109,6 +110,17 @@ def cmd_engine(settings: Settings, args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_mcp(settings: Settings, args: argparse.Namespace) -> int:
+    """Serve the memory tools over MCP on stdin/stdout (spawned by each claude session)."""
+    from appliance.mcp import server
+
+    environ = dict(os.environ)
+    # The PTY manager sets ACCOUNT_ID; a hand-run `maxy mcp` falls back to MAXY_ACCOUNT_ID.
+    environ.setdefault("ACCOUNT_ID", settings.account_id)
+    server.serve(settings, environ)
+    return 0
+
+
 def cmd_doctor(settings: Settings, args: argparse.Namespace) -> int:
     """Check the environment."""
     from appliance.doctor import run_checks
@@ -193,6 +205,9 @@ def build_parser() -> argparse.ArgumentParser:
         help="drop vector indexes of another dimension than the model, clear stale embeddings",
     )
     engine.set_defaults(func=cmd_engine)
+    sub.add_parser("mcp", help="memory tools for a claude session, MCP over stdio").set_defaults(
+        func=cmd_mcp
+    )
     doctor = sub.add_parser("doctor", help="check the environment and say what to fix")
     doctor.add_argument("--settings", action="store_true", help="print every setting")
     doctor.set_defaults(func=cmd_doctor)

@@ -58,6 +58,10 @@ CREATE CONSTRAINT order_id_unique IF NOT EXISTS FOR (n:Order) REQUIRE n.id IS UN
 CREATE CONSTRAINT cloudflare_tunnel_id_unique IF NOT EXISTS FOR (n:CloudflareTunnel) REQUIRE n.id IS UNIQUE;
 CREATE CONSTRAINT cloudflare_hostname_id_unique IF NOT EXISTS FOR (n:CloudflareHostname) REQUIRE n.id IS UNIQUE;
 
+// Natural keys that writes MERGE on: unique per account, so concurrent first writes cannot race.
+CREATE CONSTRAINT report_minute_key IF NOT EXISTS FOR (n:Report) REQUIRE (n.accountId, n.minuteKey) IS UNIQUE;
+CREATE CONSTRAINT conversation_session_unique IF NOT EXISTS FOR (n:Conversation) REQUIRE (n.accountId, n.sessionId) IS UNIQUE;
+
 // ── Account lookups: every read filters by accountId ──────────────────────────────────────────
 CREATE INDEX question_account IF NOT EXISTS FOR (n:Question) ON (n.accountId);
 CREATE INDEX defined_term_account IF NOT EXISTS FOR (n:DefinedTerm) ON (n.accountId);
@@ -108,7 +112,6 @@ CREATE INDEX cloudflare_hostname_account IF NOT EXISTS FOR (n:CloudflareHostname
 CREATE INDEX knowledge_document_attachment IF NOT EXISTS FOR (n:KnowledgeDocument) ON (n.accountId, n.attachmentId);
 CREATE INDEX chunk_content_hash IF NOT EXISTS FOR (n:Chunk) ON (n.accountId, n.contentHash);
 CREATE INDEX report_title IF NOT EXISTS FOR (n:Report) ON (n.accountId, n.title);
-CREATE INDEX conversation_session IF NOT EXISTS FOR (n:Conversation) ON (n.accountId, n.sessionId);
 
 // ── Vector indexes: one per indexed label, cosine, exact vectors (a home graph is small) ──────
 CREATE VECTOR INDEX question_embedding IF NOT EXISTS FOR (n:Question) ON n.embedding WITH [n.accountId]

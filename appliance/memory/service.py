@@ -31,11 +31,12 @@ import numpy as np
 
 from appliance.accounts import Account
 from appliance.config import Settings
+from appliance.memory import conversations, reports
 from appliance.memory.embedder import Embedder
 from appliance.memory.errors import EngineError, GraphError, SchemaDimensionMismatch
 from appliance.memory.graph import Graph
 from appliance.memory.guards import Caller, GuardError
-from appliance.memory.hits import Candidate
+from appliance.memory.render import render_structured
 from appliance.memory.schema import apply_schema
 from appliance.memory.search import Searcher, SearchRequest
 from appliance.memory.write import Edge, Writer, WriteRejected, WriteRequest
@@ -82,6 +83,11 @@ class Engine:
             "embed": self.embed,
             "search": self.search,
             "write": self.write,
+            "report.write": self.report_write,
+            "report.read-latest": self.report_read_latest,
+            "report.list": self.report_list,
+            "conversation.record": self.conversation_record,
+            "conversation.search": self.conversation_search,
         }
 
     async def embed_one(self, text: str) -> list[float]:
@@ -127,7 +133,7 @@ class Engine:
             raise ValueError("mode must be weighted or rrf")
         result = await self.searcher.search(caller, request)
         return {
-            "results": [_candidate_wire(c) for c in result.results],
+            "results": render_structured(result.results),
             "counts": result.counts,
             "ms": round(result.ms, 1),
             "vectorOnly": result.vector_only,
@@ -237,29 +243,61 @@ class Engine:
             self.settings.engine_socket.unlink(missing_ok=True)
             log.info("[engine] op=stop")
 
+    async def report_write(self, params: dict[str, Any]) -> dict[str, Any]:
+        """Write (or update within the same minute) a report."""
+        return await reports.write_report(
+            self.graph,
+            self.caller(params),
+            self.embed_one,
+            self.embedder.model_name,
+            title=str(params["title"]),
+            body=str(params["body"]),
+            source_workflow=params.get("sourceWorkflow"),
+            keywords=params.get("keywords"),
+            scope=params.get("scope"),
+        )
 
-def _candidate_wire(cand: Candidate) -> dict[str, Any]:
-    return {
-        "id": cand.node_id,
-        "labels": cand.labels,
-        "score": cand.score,
-        "scores": {
-            "vector": cand.vector,
-            "keyword": cand.keyword,
-            "keywordRaw": cand.keyword_raw,
-            "fused": cand.fused,
-            "boosts": cand.boosts,
-        },
-        "props": cand.props,
-        "related": [
-            {
-                "id": r.node_id,
-                "labels": r.labels,
-                "type": r.rel_type,
-                "direction": r.direction,
-                "props": r.props,
-            }
-            for r in cand.related
-        ],
-        "trace": cand.trace,
-    }
+    async def report_read_latest(self, params: dict[str, Any]) -> dict[str, Any]:
+        """The newest reports, optionally matching a keyword."""
+        return await reports.read_latest_reports(
+            self.graph,
+            self.caller(params),
+            keyword=params.get("keyword"),
+            limit=int(params.get("limit", 1)),
+        )
+
+    async def report_list(self, params: dict[str, Any]) -> dict[str, Any]:
+        """Report metadata, newest first, paginated."""
+        return await reports.list_reports(
+            self.graph,
+            self.caller(params),
+            keyword=params.get("keyword"),
+            source_workflow=params.get("sourceWorkflow"),
+            page=int(params.get("page", 1)),
+            page_size=int(params.get("pageSize", 20)),
+        )
+
+    async def conversation_record(self, params: dict[str, Any]) -> dict[str, Any]:
+        """Store one message of a conversation."""
+        return await conversations.record_message(
+            self.graph,
+            self.caller(params),
+            self.embed_one,
+            self.embedder.model_name,
+            session_id=str(params["sessionId"]),
+            role=str(params["role"]),
+            text=str(params["text"]),
+            agent_slug=params.get("agentSlug"),
+            scope=params.get("scope"),
+        )
+
+    async def conversation_search(self, params: dict[str, Any]) -> dict[str, Any]:
+        """Search messages: the caller's session if it has one, else the whole account."""
+        return await conversations.conversation_search(
+            self.graph,
+            self.caller(params),
+            self.embed_one,
+            query=str(params["query"]),
+            session_id=params.get("sessionId"),
+            limit=int(params.get("limit", 10)),
+        )

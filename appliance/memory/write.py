@@ -156,7 +156,8 @@ def embedding_text(label: str, props: Mapping[str, Any]) -> str:
         )
         return f"{title}\n{summary(body)}".strip()
     lines = []
-    for key, value in props.items():
+    # Sorted: Neo4j does not keep property order, and reindex must reproduce this text.
+    for key, value in sorted(props.items()):
         if isinstance(value, list):
             value = ", ".join(str(v) for v in value)
         if isinstance(value, str) and value.strip():
@@ -179,7 +180,8 @@ class Writer:
         label = request.label
         existing, _ = await self.graph.run(
             f"MATCH (n:`{label}` {{id: $id}}) RETURN n.accountId AS account, "
-            "n.contentHash AS hash, n.embeddingModel AS model",
+            "n.contentHash AS hash, n.embeddingModel AS model, "
+            "n {.*, embedding: null} AS props",
             {"id": node_id},
         )
         if existing and existing[0]["account"] != caller.account_id:
@@ -189,7 +191,11 @@ class Writer:
                 id=node_id,
             )
         warnings: list[str] = []
-        text = embedding_text(label, props)
+        # Embed what the node will hold after this write, not only what this write sends.
+        merged = dict(existing[0]["props"]) if existing else {}
+        merged.update(props)
+        stored = {k: v for k, v in merged.items() if k not in RESERVED and v is not None}
+        text = embedding_text(label, stored)
         digest = content_hash(text) if text else None
         embedding: list[float] | None = None
         fresh = bool(existing) and existing[0]["hash"] == digest and (
@@ -276,9 +282,13 @@ class Writer:
             return False
         rows, _ = await self.graph.run(
             f"MATCH (n:`{label}` {{id: $id}}) "
-            "MATCH (p:Task|Conversation|Message {id: $source}) "
-            "WHERE p.accountId = $account AND p.deletedAt IS NULL "
-            "MERGE (p)-[:PRODUCED]->(n) RETURN count(*) AS linked",
+            # Each branch is an index seek; a session id names its Conversation by sessionId.
+            "CALL () { MATCH (p:Task {id: $source}) RETURN p "
+            "UNION MATCH (p:Conversation {id: $source}) RETURN p "
+            "UNION MATCH (p:Message {id: $source}) RETURN p "
+            "UNION MATCH (p:Conversation {accountId: $account, sessionId: $source}) RETURN p } "
+            "WITH n, p WHERE p.accountId = $account AND p.deletedAt IS NULL "
+            "WITH n, p LIMIT 1 MERGE (p)-[:PRODUCED]->(n) RETURN count(*) AS linked",
             {"id": node_id, "source": source, "account": caller.account_id},
         )
         return bool(rows and rows[0]["linked"])

@@ -1,0 +1,100 @@
+"""The stdio MCP server: list the tool table, forward calls to the engine over RPC."""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Mapping
+from typing import Any
+
+import anyio
+import mcp_types as types
+from mcp.server.lowlevel import Server
+from mcp.server.stdio import stdio_server
+
+from appliance.config import Settings
+from appliance.mcp.text import search_text
+from appliance.mcp.tools import BY_NAME, TOOLS
+from appliance.memory.guards import Caller
+from appliance.rpc.client import RpcClient
+from appliance.rpc.protocol import RemoteError, RpcError
+from appliance.version import __version__
+
+log = logging.getLogger(__name__)
+
+TOOL_TIMEOUT = 120.0
+
+
+def render(method: str, result: Any) -> str:
+    """The text an agent reads for a tool's result."""
+    if method == "search":
+        return search_text(result)
+    return json.dumps(result, indent=2, ensure_ascii=False, default=str)
+
+
+def build_server(settings: Settings, environ: Mapping[str, str]) -> Server[Any]:
+    """A low-level MCP server bound to the engine and to this process's caller identity."""
+    caller = Caller.from_environ(environ)
+    engine = RpcClient(settings.engine_socket, timeout=TOOL_TIMEOUT)
+
+    async def list_tools(
+        ctx: Any, params: types.PaginatedRequestParams | None
+    ) -> types.ListToolsResult:
+        return types.ListToolsResult(
+            tools=[
+                types.Tool(
+                    name=tool.name,
+                    description=tool.description,
+                    input_schema=tool.schema,
+                    _meta=tool.meta or None,
+                )
+                for tool in TOOLS
+            ]
+        )
+
+    async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
+        tool = BY_NAME.get(params.name)
+        if tool is None:
+            return _error(f"There is no tool {params.name!r}.")
+        arguments = params.arguments or {}
+        forwarded = {k: v for k, v in arguments.items() if k in tool.forwarded}
+        # The caller comes from the environment, after the arguments: it cannot be overridden.
+        request = {**forwarded, "caller": caller.to_wire()}
+        try:
+            result = await engine.call(tool.method, request)
+        except RemoteError as err:
+            log.warning("[mcp] op=call tool=%s error=%s", tool.name, err.code)
+            return _error(f"{tool.name} failed ({err.code}): {err}")
+        except RpcError as err:
+            log.error("[mcp] op=call tool=%s error=engine-unavailable", tool.name)
+            return _error(f"The memory engine is not available: {err}. Try again shortly.")
+        log.info("[mcp] op=call tool=%s", tool.name)
+        return types.CallToolResult(
+            content=[types.TextContent(type="text", text=render(tool.method, result))],
+            structured_content=result if isinstance(result, dict) else None,
+        )
+
+    return Server(
+        "maxy-memory",
+        version=__version__,
+        instructions="The owner's memory graph: search it before answering, write what you learn.",
+        on_list_tools=list_tools,
+        on_call_tool=call_tool,
+    )
+
+
+def _error(message: str) -> types.CallToolResult:
+    return types.CallToolResult(
+        content=[types.TextContent(type="text", text=message)], is_error=True
+    )
+
+
+def serve(settings: Settings, environ: Mapping[str, str]) -> None:
+    """Serve MCP over stdin/stdout until the client closes it."""
+    server = build_server(settings, environ)
+
+    async def main() -> None:
+        async with stdio_server() as (read_stream, write_stream):
+            await server.run(read_stream, write_stream, server.create_initialization_options())
+
+    anyio.run(main)

@@ -1,0 +1,213 @@
+"""Conversations: every message of a session, kept and searchable by meaning.
+
+- :func:`record_message` merges the account's ``Conversation {sessionId}`` (created with ``id``,
+  ``accountId``, ``startedAt``, ``agentSlug``, ``scope``, ``agents``) and appends one ``Message``
+  (``id``, ``role`` user|assistant, the text in ``body``, ``createdAt``, ``order`` from 0)
+  linked ``(c)-[:HAS_MESSAGE]->(m)``. A message takes its conversation's scope and agent tag, so
+  a conversation and its messages are always visible to the same callers. Messages are embedded
+  at write time; a failed embed never aborts the write
+  (``[graph-write] warn reason=embed-failed``). A conversation the caller cannot see (another
+  scope or agent, or soft-deleted) is never appended to.
+- :func:`conversation_search` runs the query vector against the ``message_embedding`` index
+  (account filtered inside the index, over-fetched), then applies the remaining guards to each
+  message AND to its conversation.
+
+Session: the caller's ``session_id`` (from its environment, via the RPC caller map) wins over a
+``session_id`` parameter whenever the caller has one, for recording and for searching alike, so
+an agent can neither write into nor read from another session by naming it. A caller without a
+session (the admin tools, the PTY manager) names the session by parameter; a search without any
+session covers the caller's whole account, within its guards.
+
+One log line per operation: ``[conversations] op=record|search …``.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from datetime import UTC, datetime
+from typing import Any
+
+from appliance.memory.chunking import MAX_CHARS, content_hash, summary
+from appliance.memory.errors import EngineError
+from appliance.memory.graph import Graph
+from appliance.memory.guards import Caller, guard, guard_after_search
+from appliance.memory.reports import caller_agents, resolve_scope
+from appliance.memory.write import EmbedText, WriteRejected
+
+log = logging.getLogger(__name__)
+
+ROLES = ("user", "assistant")
+MESSAGE_INDEX = "message_embedding"
+MAX_SEARCH_LIMIT = 50
+MAX_FETCH = 2000
+MAX_SESSION_ID_CHARS = 200
+
+
+def _reject(reason: str, message: str, **fields: Any) -> WriteRejected:
+    detail = " ".join(f"{k}={v}" for k, v in fields.items())
+    log.error("[conversations] reject reason=%s %s", reason, detail)
+    return WriteRejected(message)
+
+
+def effective_session(caller: Caller, session_id: str | None) -> str | None:
+    """The session an operation is about: the caller's own if it has one, else the parameter."""
+    if caller.session_id:
+        if session_id and session_id != caller.session_id:
+            log.info(
+                "[conversations] note=session-from-caller requested=%s used=%s",
+                session_id,
+                caller.session_id,
+            )
+        return caller.session_id
+    return session_id or None
+
+
+async def record_message(
+    graph: Graph,
+    caller: Caller,
+    embed: EmbedText,
+    model_name: str,
+    session_id: str,
+    role: str,
+    text: str,
+    agent_slug: str | None = None,
+    scope: str | None = None,
+) -> dict[str, Any]:
+    """Append one message to the session's conversation (created on first use); embed it."""
+    session = effective_session(caller, session_id)
+    if not session or not isinstance(session, str) or len(session) > MAX_SESSION_ID_CHARS:
+        raise _reject(
+            "invalid-session",
+            f"A message needs a session id of 1 to {MAX_SESSION_ID_CHARS} characters.",
+        )
+    if role not in ROLES:
+        raise _reject("invalid-role", f"role must be one of {', '.join(ROLES)}.", role=role)
+    if not isinstance(text, str) or not text.strip():
+        raise _reject("empty-text", "A message needs non-empty text.")
+    node_scope = resolve_scope(caller, scope)
+    agent = caller.agent or agent_slug
+
+    # The opening of a long message stands for it: the model sees at most MAX_CHARS anyway.
+    embed_text = summary(text, MAX_CHARS)
+    embedding: list[float] | None = None
+    warnings: list[str] = []
+    message_id = str(uuid.uuid4())
+    try:
+        embedding = await embed(embed_text)
+    except EngineError as err:
+        log.warning(
+            "[graph-write] warn reason=embed-failed label=Message id=%s error=%s", message_id, err
+        )
+        warnings.append("embed-failed")
+    set_embedding = (
+        "SET m.embedding = $embedding, m.embeddingModel = $model, m.contentHash = $hash "
+        if embedding is not None
+        else ""
+    )
+    # Without a uniqueness constraint on (accountId, sessionId) two first messages racing could
+    # each create a conversation; one session's messages arrive in turn, so this does not occur.
+    # Setting lastMessageAt first takes the conversation's write lock, so the messageCount read
+    # after it is never stale and concurrent appends get distinct order indexes.
+    rows, _ = await graph.run(
+        "MERGE (c:Conversation {accountId: $account, sessionId: $session}) "
+        "ON CREATE SET c.id = $cid, c.startedAt = $now, c.createdAt = $now, "
+        "c.agentSlug = $agentSlug, c.scope = $scope, c.agents = $agents "
+        f"WITH c WHERE {guard('c')} "
+        "SET c.lastMessageAt = $now "
+        "WITH c, coalesce(c.messageCount, 0) AS position "
+        "SET c.messageCount = position + 1 "
+        "CREATE (c)-[:HAS_MESSAGE]->(m:Message {id: $mid, accountId: $account, role: $role, "
+        "body: $text, createdAt: $now, order: position}) "
+        "SET m.scope = c.scope, m.agents = c.agents "
+        f"{set_embedding}"
+        "RETURN c.id AS conversationId, m.id AS messageId, position, c.id = $cid AS started",
+        {
+            **caller.params(),
+            "session": session,
+            "cid": str(uuid.uuid4()),
+            "mid": message_id,
+            "now": datetime.now(UTC),
+            "agentSlug": agent,
+            "scope": node_scope,
+            "agents": caller_agents(caller, agent_slug),
+            "role": role,
+            "text": text,
+            "embedding": embedding,
+            "model": model_name,
+            "hash": content_hash(embed_text),
+        },
+    )
+    if not rows:
+        raise _reject(
+            "hidden-conversation",
+            "This session's conversation is not visible to this caller; nothing was written.",
+            session=session,
+        )
+    row = rows[0]
+    log.info(
+        "[conversations] op=record conversation=%s message=%s role=%s order=%s started=%s "
+        "embedded=%s",
+        row["conversationId"],
+        row["messageId"],
+        role,
+        row["position"],
+        row["started"],
+        embedding is not None,
+    )
+    return {
+        "conversationId": row["conversationId"],
+        "messageId": row["messageId"],
+        "order": row["position"],
+        "embedded": embedding is not None,
+        "warnings": warnings,
+    }
+
+
+_SEARCH = (
+    "CYPHER 25 "
+    f"MATCH (m:Message) SEARCH m IN (VECTOR INDEX {MESSAGE_INDEX} FOR $v "
+    "WHERE m.accountId = $account LIMIT $k) SCORE AS s "
+    "OPTIONAL MATCH (c:Conversation)-[:HAS_MESSAGE]->(m) "
+    f"WHERE {guard('c')} AND ($session IS NULL OR c.sessionId = $session OR c.id = $session) "
+    f"RETURN CASE WHEN c IS NOT NULL AND {guard_after_search('m')} THEN {{"
+    "id: m.id, conversationId: c.id, sessionId: c.sessionId, role: m.role, text: m.body, "
+    "createdAt: m.createdAt, order: m.order} END AS hit, s AS score "
+    "ORDER BY score DESC"
+)
+
+
+async def conversation_search(
+    graph: Graph,
+    caller: Caller,
+    embed: EmbedText,
+    query: str,
+    session_id: str | None = None,
+    limit: int = 10,
+) -> dict[str, Any]:
+    """Messages closest in meaning to ``query``, in one session or the whole account, guarded."""
+    if not isinstance(query, str) or not query.strip():
+        raise ValueError("query must be non-empty text")
+    if not 1 <= limit <= MAX_SEARCH_LIMIT:
+        raise ValueError(f"limit must be between 1 and {MAX_SEARCH_LIMIT}")
+    session = effective_session(caller, session_id)
+    vector = await embed(query)
+    params = {**caller.params(), "v": vector, "session": session}
+    # Guards and the session filter run after the index, so fetch a pool larger than the limit
+    # and widen it while filtering leaves the answer short and the index has more to give.
+    # A session among more than MAX_FETCH closer messages of the account may come back short.
+    k = max(limit * 4, 40)
+    while True:
+        rows, _ = await graph.run(_SEARCH, {**params, "k": k})
+        hits = [{**row["hit"], "score": row["score"]} for row in rows if row["hit"]]
+        if len(hits) >= limit or len(rows) < k or k >= MAX_FETCH:
+            break
+        k = min(k * 4, MAX_FETCH)
+    hits = hits[:limit]
+    log.info(
+        "[conversations] op=search session=%s pooled=%d found=%d",
+        session,
+        len(rows),
+        len(hits),
+    )
+    return {"results": hits, "sessionId": session}

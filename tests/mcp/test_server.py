@@ -1,0 +1,110 @@
+"""`maxy mcp` through the official SDK's client over stdio, against a real engine."""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+import pytest
+from mcp import ClientSession, StdioServerParameters, stdio_client
+
+from tests.conftest import Env, wait_until
+from tests.memory.test_service import engine_healthy
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture
+def engine(maxy_env: Env, start_maxy: Any) -> Env:
+    process = start_maxy(maxy_env, "engine")
+    wait_until(lambda: engine_healthy(maxy_env), 90, f"engine health\n{process.output()}")
+    return maxy_env
+
+
+def server(env: Env, **extra: str) -> StdioServerParameters:
+    variables = {**env.vars, "ACCOUNT_ID": env.account_id, **extra}
+    return StdioServerParameters(
+        command=sys.executable, args=["-m", "appliance", "mcp"], env=variables
+    )
+
+
+async def call(params: StdioServerParameters, name: str, arguments: dict[str, Any]) -> Any:
+    async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
+        await session.initialize()
+        return await session.call_tool(name, arguments)
+
+
+async def test_tools_are_listed_with_their_meta(engine: Env) -> None:
+    async with stdio_client(server(engine)) as (read, write), ClientSession(read, write) as s:
+        await s.initialize()
+        tools = {tool.name: tool for tool in (await s.list_tools()).tools}
+    assert {"memory-search", "memory-write"} <= set(tools)
+    search = tools["memory-search"]
+    assert search.meta is not None and search.meta["anthropic/alwaysLoad"] is True
+    assert search.meta["anthropic/maxResultSizeChars"] == 80_000
+    assert search.input_schema["required"] == ["query"]
+
+
+async def test_write_then_search_round_trip(engine: Env) -> None:
+    params = server(engine)
+    written = await call(
+        params,
+        "memory-write",
+        {"label": "Preference", "properties": {"name": "Tea", "description": "Earl Grey, hot"}},
+    )
+    assert not written.is_error, written.content
+    found = await call(params, "memory-search", {"query": "what tea do I like"})
+    assert not found.is_error
+    text = found.content[0].text
+    assert "[Preference]" in text and "Earl Grey, hot" in text
+    assert "embedding:" not in text and "accountId" not in text
+    assert found.structured_content["results"][0]["props"]["name"] == "Tea"
+
+
+async def test_arguments_cannot_widen_the_environment(engine: Env) -> None:
+    admin = server(engine)
+    await call(
+        admin,
+        "memory-write",
+        {"label": "Note", "properties": {"name": "safe code 1234"}, "scope": "admin"},
+    )
+    public = server(engine, ALLOWED_SCOPES="public")
+    sneaky = await call(
+        public,
+        "memory-search",
+        {
+            "query": "safe code",
+            "scopes": ["admin", "shared", "public"],
+            "caller": {"account": engine.account_id, "scopes": None},
+        },
+    )
+    assert not sneaky.is_error
+    assert "1234" not in sneaky.content[0].text
+    # Another account in the environment is refused by the engine, whatever the arguments say.
+    stranger = server(engine, ACCOUNT_ID="00000000-0000-0000-0000-000000000000")
+    refused = await call(stranger, "memory-search", {"query": "safe code"})
+    assert refused.is_error
+    assert "write-rejected" in refused.content[0].text or "account" in refused.content[0].text
+
+
+async def test_an_unreachable_engine_is_a_tool_error_not_a_crash(maxy_env: Env) -> None:
+    result = await call(server(maxy_env), "memory-search", {"query": "anything"})
+    assert result.is_error
+    assert "not available" in result.content[0].text
+
+
+async def test_reports_and_conversation_search_tools(engine: Env) -> None:
+    params = server(engine)
+    written = await call(
+        params,
+        "memory-report-write",
+        {"title": "Weekly garden digest", "body": "Tomatoes ripening; water twice a week."},
+    )
+    assert not written.is_error, written.content
+    latest = await call(params, "memory-report-read-latest", {"keyword": "garden"})
+    assert "Tomatoes ripening" in latest.content[0].text
+    listing = await call(params, "memory-report-list", {})
+    assert "Weekly garden digest" in listing.content[0].text
+    assert "Tomatoes" not in listing.content[0].text  # metadata only
+    found = await call(params, "conversation-search", {"query": "tomatoes"})
+    assert not found.is_error
