@@ -4,6 +4,8 @@
     maxy edge                     TCP :19200 (Granian + Starlette)
     maxy engine                   retrieval engine (Neo4j pool + embedding model), RPC socket
     maxy mcp                      memory tools over MCP/stdio, for claude sessions
+    maxy memory search|ingest     search or ingest through the engine
+    maxy reindex                  embed nodes whose embedding is missing or stale
     maxy doctor                   check the environment and say what to fix
     maxy version                  version, git revision, build date
     maxy account create|list      accounts under <data_dir>/accounts
@@ -32,8 +34,10 @@ from appliance.accounts import (
 )
 from appliance.config import Settings, SettingsError, load_settings, settings_table
 from appliance.graphdb.errors import Neo4jSetupError
+from appliance.memory import commands as memory_commands
 from appliance.memory.errors import EngineError
 from appliance.ports import PortInUse
+from appliance.rpc.protocol import RpcError
 from appliance.version import build_info
 
 log = logging.getLogger("appliance.cli")
@@ -45,6 +49,7 @@ FATAL_AREAS: dict[type[Exception], str] = {
     Neo4jSetupError: "neo4j",
     EngineError: "engine",
     PortInUse: "edge",
+    RpcError: "rpc",
 }
 
 
@@ -205,6 +210,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="drop vector indexes of another dimension than the model, clear stale embeddings",
     )
     engine.set_defaults(func=cmd_engine)
+    memory_commands.add_parsers(sub)
     sub.add_parser("mcp", help="memory tools for a claude session, MCP over stdio").set_defaults(
         func=cmd_mcp
     )

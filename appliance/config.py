@@ -176,6 +176,12 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("search_rrf_k", 60, "The k of reciprocal rank fusion.", _positive_int),
     Setting("search_boosts", False, "Apply the compiledTruth and backlink boosts.", _bool),
     Setting(
+        "purge_grace_days",
+        7,
+        "Days a soft-deleted node is kept before the purge job deletes it.",
+        _positive_int,
+    ),
+    Setting(
         "search_limit",
         10,
         "Results a search returns unless the caller asks otherwise.",
@@ -212,6 +218,7 @@ class Settings:
     search_keyword_weight: float
     search_rrf_k: int
     search_boosts: bool
+    purge_grace_days: int
     search_limit: int
 
     @property

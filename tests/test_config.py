@@ -65,6 +65,7 @@ DEFAULTS: list[tuple[str, Any]] = [
     ("search_keyword_weight", 0.3),
     ("search_rrf_k", 60),
     ("search_boosts", False),
+    ("purge_grace_days", 7),
     ("search_limit", 10),
 ]
 

@@ -187,6 +187,43 @@ TOOLS: tuple[Tool, ...] = (
         meta={**ALWAYS_LOAD, **LARGE_RESULT},
         forwarded=("query", "limit"),
     ),
+    Tool(
+        name="memory-ingest",
+        method="ingest",
+        description=(
+            "Ingest a Markdown or text document into memory as a document with sections and "
+            "chunks, each embedded and keyword-indexed. Ingesting the same attachmentId again "
+            "replaces the earlier version and re-embeds only what changed."
+        ),
+        schema=_object(
+            {
+                "title": {"type": "string"},
+                "text": {"type": "string"},
+                "attachmentId": {"type": "string", "description": "The source file's id."},
+                "scope": {"type": "string", "enum": ["public", "shared", "admin"]},
+                "agents": {"type": "array", "items": {"type": "string"}},
+            },
+            ["title", "text", "attachmentId"],
+        ),
+        meta=ALWAYS_LOAD,
+        forwarded=("title", "text", "attachmentId", "scope", "agents"),
+    ),
+    Tool(
+        name="memory-reindex",
+        method="reindex",
+        description=(
+            "Embed every node whose embedding is missing or stale (another model, changed "
+            "text). Safe to run any time; reports processed and skipped counts."
+        ),
+        schema=_object(
+            {
+                "labels": _LABELS,
+                "dryRun": {"type": "boolean", "default": False},
+            },
+            [],
+        ),
+        forwarded=("labels", "dryRun"),
+    ),
 )
 
 BY_NAME = {tool.name: tool for tool in TOOLS}

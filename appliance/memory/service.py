@@ -31,21 +31,24 @@ import numpy as np
 
 from appliance.accounts import Account
 from appliance.config import Settings
-from appliance.memory import conversations, reports
+from appliance.memory import conversations, lifecycle, reports
+from appliance.memory import reindex as reindexing
 from appliance.memory.embedder import Embedder
 from appliance.memory.errors import EngineError, GraphError, SchemaDimensionMismatch
 from appliance.memory.graph import Graph
 from appliance.memory.guards import Caller, GuardError
+from appliance.memory.ingest import Ingester, IngestRequest
 from appliance.memory.render import render_structured
 from appliance.memory.schema import apply_schema
 from appliance.memory.search import Searcher, SearchRequest
 from appliance.memory.write import Edge, Writer, WriteRejected, WriteRequest
-from appliance.rpc.server import RpcServer
+from appliance.rpc.server import RpcServer, report_progress
 
 log = logging.getLogger(__name__)
 
 HEALTH_QUERY_TIMEOUT = 2.0
 MAX_TEXTS_PER_CALL = 256
+PURGE_INTERVAL = 3600.0
 
 
 def read_password(settings: Settings) -> str:
@@ -74,6 +77,7 @@ class Engine:
         self.schema_error: str | None = None
         self.searcher = Searcher(self.graph, self.embed_one)
         self.writer = Writer(self.graph, self.embed_one, embedder.model_name)
+        self.ingester = Ingester(self.graph, self.embed_one, embedder.model_name)
 
     @property
     def handlers(self) -> dict[str, Any]:
@@ -88,6 +92,10 @@ class Engine:
             "report.list": self.report_list,
             "conversation.record": self.conversation_record,
             "conversation.search": self.conversation_search,
+            "ingest": self.ingest,
+            "reindex": self.reindex,
+            "delete": self.delete,
+            "restore": self.restore,
         }
 
     async def embed_one(self, text: str) -> list[float]:
@@ -225,6 +233,7 @@ class Engine:
         server = RpcServer(self.handlers, errors=(EngineError,))
         listener = await server.serve(self.settings.engine_socket)
         schema_task = asyncio.create_task(self.ensure_schema())
+        purge_task = asyncio.create_task(self.purge_loop())
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
@@ -236,6 +245,7 @@ class Engine:
             await stop.wait()
         finally:
             schema_task.cancel()
+            purge_task.cancel()
             listener.close()
             await listener.wait_closed()
             await self.graph.close()
@@ -301,3 +311,55 @@ class Engine:
             session_id=params.get("sessionId"),
             limit=int(params.get("limit", 10)),
         )
+
+    async def ingest(self, params: dict[str, Any]) -> dict[str, Any]:
+        """Ingest a document into KnowledgeDocument → Section → Chunk."""
+        request = IngestRequest(
+            title=str(params["title"]),
+            text=str(params["text"]),
+            attachment_id=str(params["attachmentId"]),
+            scope=params.get("scope"),
+            agents=params.get("agents"),
+        )
+        return await self.ingester.ingest(self.caller(params), request)
+
+    async def reindex(self, params: dict[str, Any]) -> dict[str, Any]:
+        """Embed what is missing or stale, streaming progress frames."""
+
+        async def progress(done: int, total: int, skipped: int) -> None:
+            await report_progress({"done": done, "total": total, "skipped": skipped})
+
+        result = await reindexing.reindex(
+            self.graph,
+            self.caller(params),
+            self.embed_one,
+            self.embedder.model_name,
+            labels=params.get("labels"),
+            progress=progress,
+            dry_run=bool(params.get("dryRun", False)),
+        )
+        self.searcher.forget_indexes()
+        return result
+
+    async def delete(self, params: dict[str, Any]) -> dict[str, Any]:
+        """Soft-delete a node (a document with its sections and chunks)."""
+        caller = self.caller(params)
+        return await lifecycle.soft_delete(
+            self.graph, caller, str(params["label"]), str(params["id"])
+        )
+
+    async def restore(self, params: dict[str, Any]) -> dict[str, Any]:
+        """Undo a soft delete."""
+        caller = self.caller(params)
+        return await lifecycle.restore(self.graph, caller, str(params["label"]), str(params["id"]))
+
+    async def purge_loop(self) -> None:
+        """Hard-delete soft-deleted nodes past the grace period, once an hour."""
+        while True:
+            try:
+                await lifecycle.purge(
+                    self.graph, self.settings.purge_grace_days, account_id=self.account.id
+                )
+            except GraphError as err:
+                log.warning("[purge] op=run warn=failed error=%s", err)
+            await asyncio.sleep(PURGE_INTERVAL)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -25,27 +26,42 @@ class RpcClient:
         self.path = path
         self.timeout = timeout
 
-    async def call(self, method: str, params: dict[str, Any] | None = None) -> Any:
-        """Call ``method`` and return its result, or raise an :class:`RpcError`."""
-        try:
-            return await asyncio.wait_for(self._call(method, params or {}), self.timeout)
-        except TimeoutError as err:
-            raise RpcUnavailable(
-                f"the engine did not answer {method} within {self.timeout:g} s"
-            ) from err
+    async def call(
+        self,
+        method: str,
+        params: dict[str, Any] | None = None,
+        on_progress: Callable[[dict[str, Any]], None] | None = None,
+    ) -> Any:
+        """Call ``method`` and return its result, or raise an :class:`RpcError`.
 
-    async def _call(self, method: str, params: dict[str, Any]) -> Any:
+        The timeout applies to each frame: a long call that keeps sending progress frames
+        (passed to ``on_progress``) does not time out.
+        """
         request_id = next(_ids)
         try:
-            reader, writer = await asyncio.open_unix_connection(str(self.path))
+            reader, writer = await asyncio.wait_for(
+                asyncio.open_unix_connection(str(self.path)), self.timeout
+            )
         except (FileNotFoundError, ConnectionRefusedError) as err:
             raise RpcUnavailable(
                 f"the engine is not running (nothing listens on {self.path})"
             ) from err
+        except TimeoutError as err:
+            raise RpcUnavailable(f"the engine did not accept a connection for {method}") from err
         try:
-            writer.write(encode_frame({"id": request_id, "method": method, "params": params}))
+            writer.write(encode_frame({"id": request_id, "method": method, "params": params or {}}))
             await writer.drain()
-            reply = await read_frame(reader)
+            while True:
+                reply = await asyncio.wait_for(read_frame(reader), self.timeout)
+                if reply is not None and "progress" in reply and on_progress is not None:
+                    on_progress(reply["progress"])
+                    continue
+                if reply is None or "progress" not in reply:
+                    break
+        except TimeoutError as err:
+            raise RpcUnavailable(
+                f"the engine did not answer {method} within {self.timeout:g} s"
+            ) from err
         except ConnectionError as err:
             raise RpcUnavailable(f"the engine closed the connection during {method}") from err
         finally:

@@ -6,6 +6,7 @@ import asyncio
 import logging
 import os
 from collections.abc import Awaitable, Callable
+from contextvars import ContextVar
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +15,17 @@ from appliance.rpc.protocol import ProtocolError, encode_frame, read_frame
 log = logging.getLogger(__name__)
 
 Handler = Callable[[dict[str, Any]], Awaitable[Any]]
+ProgressSink = Callable[[dict[str, Any]], Awaitable[None]]
+
+# Set for the duration of each request: lets a long handler stream progress frames.
+_progress: ContextVar[ProgressSink | None] = ContextVar("rpc_progress", default=None)
+
+
+async def report_progress(event: dict[str, Any]) -> None:
+    """Send ``{id, progress: event}`` to the caller of the current request (no-op outside one)."""
+    sink = _progress.get()
+    if sink is not None:
+        await sink(event)
 
 
 class RpcServer:
@@ -51,6 +63,12 @@ class RpcServer:
         tasks: set[asyncio.Task[None]] = set()
 
         async def answer(request: dict[str, Any]) -> None:
+            async def progress(event: dict[str, Any]) -> None:
+                async with lock:
+                    writer.write(encode_frame({"id": request.get("id"), "progress": event}))
+                    await writer.drain()
+
+            _progress.set(progress)
             reply = await self._reply(request)
             try:
                 frame = encode_frame(reply)

@@ -108,3 +108,24 @@ async def test_reports_and_conversation_search_tools(engine: Env) -> None:
     assert "Tomatoes" not in listing.content[0].text  # metadata only
     found = await call(params, "conversation-search", {"query": "tomatoes"})
     assert not found.is_error
+
+
+async def test_ingest_then_find_a_chunk_then_reindex(engine: Env) -> None:
+    params = server(engine)
+    document = (
+        "# Boiler\n\nThe boiler is a Vaillant ecoTEC.\n\n"
+        "## Service\n\nThe annual service is due every October; call Dave the plumber.\n"
+    )
+    done = await call(
+        params,
+        "memory-ingest",
+        {"title": "House manual", "text": document, "attachmentId": "att-house-manual"},
+    )
+    assert not done.is_error, done.content
+    assert done.structured_content["sections"] == 2
+    found = await call(params, "memory-search", {"query": "when is the boiler serviced"})
+    assert "October" in found.content[0].text
+    again = await call(params, "memory-reindex", {})
+    assert not again.is_error
+    assert again.structured_content["skipped"] == 0
+    assert again.structured_content["embedded"] == 0  # everything was embedded at write time

@@ -444,3 +444,31 @@ def test_server_dropping_the_connection_is_an_rpc_error(socket_path: Path) -> No
 
     with pytest.raises(RpcError):
         run(scenario)
+
+
+def test_a_long_call_streams_progress_and_outlives_the_per_frame_timeout(
+    socket_path: Path,
+) -> None:
+    from appliance.rpc.server import report_progress
+
+    async def slow_count(params: dict[str, Any]) -> Any:
+        for done in range(1, 6):
+            await asyncio.sleep(0.15)  # each step is shorter than the timeout, all are longer
+            await report_progress({"done": done, "total": 5})
+        return "finished"
+
+    seen: list[dict[str, Any]] = []
+
+    async def scenario() -> Any:
+        async with serving(socket_path, {"count": slow_count}):
+            client = RpcClient(socket_path, timeout=0.5)
+            return await client.call("count", {}, on_progress=seen.append)
+
+    assert run(scenario) == "finished"
+    assert [event["done"] for event in seen] == [1, 2, 3, 4, 5]
+
+
+def test_progress_outside_a_request_is_a_no_op() -> None:
+    from appliance.rpc.server import report_progress
+
+    asyncio.run(report_progress({"done": 1}))

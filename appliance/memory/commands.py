@@ -1,0 +1,132 @@
+"""The memory CLI: ``maxy memory search|ingest`` and ``maxy reindex``, through the engine's RPC.
+
+These run as the owner (every scope) of ``MAXY_ACCOUNT_ID``: the same calls the admin agent's
+MCP tools make, for a person at a terminal.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from appliance.config import Settings
+from appliance.mcp.text import search_text
+from appliance.memory.guards import Caller
+from appliance.rpc.client import RpcClient
+
+LONG_CALL_TIMEOUT = 120.0
+
+
+def _caller(settings: Settings) -> dict[str, Any]:
+    return Caller(account_id=settings.require_account_id()).to_wire()
+
+
+def _call(settings: Settings, method: str, params: dict[str, Any], **kw: Any) -> Any:
+    client = RpcClient(settings.engine_socket, timeout=LONG_CALL_TIMEOUT)
+    return asyncio.run(client.call(method, {**params, "caller": _caller(settings)}, **kw))
+
+
+def _explain(result: dict[str, Any]) -> str:
+    lines = []
+    for rank, item in enumerate(result["results"], 1):
+        trace = item.get("trace") or {}
+        name = item["props"].get("name") or item["props"].get("title") or item["id"]
+        boosts = ", ".join(f"{k} x{v:.3f}" for k, v in (trace.get("boosts") or {}).items())
+        lines.append(
+            f"{rank:>2}. {name}  score={item['score']:.4f}  vector={_num(trace.get('vector'))} "
+            f"keyword={_num(trace.get('keyword'))} (bm25 {_num(trace.get('keywordRaw'))}) "
+            f"fused={_num(trace.get('fused'))}" + (f"  boosts: {boosts}" if boosts else "")
+        )
+        lines.extend(f"      {decision}" for decision in trace.get("decisions") or [])
+    counts = " ".join(f"{k}={v}" for k, v in result.get("counts", {}).items())
+    lines.append(f"\n{counts} ms={result.get('ms')}")
+    return "\n".join(lines)
+
+
+def _num(value: float | None) -> str:
+    return "-" if value is None else f"{value:.4f}"
+
+
+def search(settings: Settings, args: argparse.Namespace) -> int:
+    """``maxy memory search``."""
+    params: dict[str, Any] = {"query": args.query, "limit": args.limit}
+    if args.mode:
+        params["mode"] = args.mode
+    if args.labels:
+        params["labels"] = args.labels.split(",")
+    result = _call(settings, "search", params)
+    if args.json:
+        print(json.dumps(result, indent=2, ensure_ascii=False))
+    elif args.explain:
+        print(search_text(result))
+        print("\n--- score trace ---")
+        print(_explain(result))
+    else:
+        print(search_text(result))
+    return 0
+
+
+def ingest(settings: Settings, args: argparse.Namespace) -> int:
+    """``maxy memory ingest FILE``."""
+    path = Path(args.file)
+    text = path.read_text(encoding="utf-8", errors="replace")
+    params: dict[str, Any] = {
+        "title": args.title or path.stem,
+        "text": text,
+        # The same file ingested again replaces its earlier version.
+        "attachmentId": args.attachment_id or f"file:{path.resolve()}",
+    }
+    if args.scope:
+        params["scope"] = args.scope
+    result = _call(settings, "ingest", params)
+    print(json.dumps(result, indent=2))
+    return 0
+
+
+def reindex(settings: Settings, args: argparse.Namespace) -> int:
+    """``maxy reindex``: embed what is missing or stale, with a progress bar."""
+    params: dict[str, Any] = {"dryRun": args.dry_run}
+    if args.labels:
+        params["labels"] = args.labels.split(",")
+
+    def bar(event: dict[str, Any]) -> None:
+        done, total = int(event.get("done", 0)), int(event.get("total", 0)) or 1
+        filled = int(30 * done / total)
+        sys.stderr.write(
+            f"\r[{'#' * filled}{'.' * (30 - filled)}] {done}/{total} "
+            f"skipped={event.get('skipped', 0)}"
+        )
+        sys.stderr.flush()
+
+    result = _call(settings, "reindex", params, on_progress=bar)
+    sys.stderr.write("\n")
+    print(json.dumps(result, indent=2))
+    return 0 if not result.get("skipped") else 3
+
+
+def add_parsers(sub: Any) -> None:
+    """Register ``memory`` and ``reindex`` on the ``maxy`` parser."""
+    memory = sub.add_parser("memory", help="search or ingest into the memory graph")
+    memory_sub = memory.add_subparsers(dest="memory_command", required=True)
+    find = memory_sub.add_parser("search", help="hybrid search, as the admin agent sees it")
+    find.add_argument("query")
+    find.add_argument("--limit", type=int, default=10)
+    find.add_argument("--mode", choices=["weighted", "rrf"])
+    find.add_argument("--labels", help="comma-separated labels")
+    find.add_argument("--explain", action="store_true", help="print each result's score trace")
+    find.add_argument("--json", action="store_true")
+    find.set_defaults(func=search)
+    load = memory_sub.add_parser("ingest", help="ingest a Markdown or text file")
+    load.add_argument("file")
+    load.add_argument("--title")
+    load.add_argument("--attachment-id", help="default: file:<absolute path>")
+    load.add_argument("--scope", choices=["public", "shared", "admin"])
+    load.set_defaults(func=ingest)
+    again = sub.add_parser("reindex", help="embed nodes whose embedding is missing or stale")
+    again.add_argument("--dry-run", action="store_true", help="only count what would change")
+    again.add_argument("--labels", help="comma-separated labels")
+    again.set_defaults(func=reindex)

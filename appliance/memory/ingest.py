@@ -1,0 +1,393 @@
+"""``memory-ingest``: a Markdown or plain-text document becomes a searchable hierarchy.
+
+    (:KnowledgeDocument)-[:HAS_SECTION]->(:Section)-[:HAS_CHUNK]->(:Chunk)
+
+Contract:
+
+- ``(account, attachmentId)`` identifies the document; ingesting the same attachment again
+  REPLACES its hierarchy: sections and chunks no longer produced are deleted, the rest are
+  updated in place, and a soft-deleted hierarchy is revived (``deletedAt`` cleared everywhere).
+- Sections come from :func:`~appliance.memory.chunking.sectionise` and chunks from
+  :func:`~appliance.memory.chunking.chunk`, both with their documented defaults.
+- Every node carries ``id``, ``accountId``, ``contentHash``, ``embedding``, ``embeddingModel``,
+  ``createdAt``, ``updatedAt``, the request's ``scope`` and ``agents``, and its position
+  (sections ``index``; chunks ``index`` within their section and ``order`` within the document).
+  Keyword search sees ``title`` (document, section), ``summary`` (document, section) and
+  ``content`` (chunk) through the ``entity_search`` full-text index.
+- Each node is embedded from :func:`node_embedding_text` (document: title + opening summary;
+  section: title path + summary of its text; chunk: its text) and ``contentHash`` is the hash of
+  that text. A node is embedded again only when that hash or the embedding model changed, so an
+  edit re-embeds the chunks it touches and a section or document only when its summary moved.
+- Ids are derived from the document id and the content (a chunk's text, a section's heading
+  path), so an unchanged chunk keeps its node, edges and embedding even when text around it moves.
+- A failed embed never aborts the ingest: the node is written without an embedding (a later
+  reindex fills it in) and one ``[graph-write] warn reason=embed-failed`` line is logged.
+- Writes are a handful of batched ``UNWIND`` statements, not one round trip per chunk. They are
+  not one transaction: an ingest interrupted half-way is repaired by ingesting again.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from appliance.memory.chunking import chunk, content_hash, sectionise, summary
+from appliance.memory.errors import EngineError, ModelLoadFailed, ModelMissing
+from appliance.memory.graph import Graph
+from appliance.memory.guards import Caller
+from appliance.memory.write import EmbedText, WriteRejected, WriteRequest, embedding_text, validate
+
+log = logging.getLogger(__name__)
+
+MAX_TEXT_CHARS = 2_000_000
+BATCH_ROWS = 500  # rows per UNWIND: bounds one transaction's size (each row carries a vector)
+PATH_SEPARATOR = " > "
+# Document ids are a pure function of (account, attachmentId), so two racing first ingests of
+# one attachment MERGE onto the same node instead of creating two documents.
+_DOCUMENT_NAMESPACE = uuid.UUID("6f1d2c4e-5b7a-4e8f-9a3b-2c1d0e9f8a7b")
+# These mean the model itself is broken: every further embed would fail the same way.
+_MODEL_BROKEN = (ModelMissing, ModelLoadFailed)
+
+
+@dataclass
+class IngestRequest:
+    """One document to ingest."""
+
+    title: str
+    text: str
+    attachment_id: str
+    scope: str | None = None
+    agents: Sequence[str] | None = None
+
+
+@dataclass
+class _Node:
+    """A node of the planned hierarchy and what embedding it ends up with."""
+
+    id: str
+    props: dict[str, Any]
+    hash: str
+    text: str
+    parent: str | None = None
+    embedding: list[float] | None = None
+    keep: bool = False  # the stored embedding is current: leave it alone
+
+    def row(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "parent": self.parent,
+            "props": self.props,
+            "hash": self.hash,
+            "embedding": self.embedding,
+            # Not kept and not embedded: a stored vector would describe other text; drop it.
+            "drop": not self.keep and self.embedding is None,
+        }
+
+
+@dataclass
+class _Plan:
+    document: _Node
+    sections: list[_Node] = field(default_factory=list)
+    chunks: list[_Node] = field(default_factory=list)
+
+    @property
+    def nodes(self) -> list[_Node]:
+        return [self.document, *self.sections, *self.chunks]
+
+
+def node_embedding_text(label: str, props: Mapping[str, Any]) -> str:
+    """The text an ingested KnowledgeDocument, Section or Chunk is embedded from."""
+    if label == "Chunk":
+        return str(props.get("content") or "")
+    if label == "Section":
+        path = PATH_SEPARATOR.join(str(p) for p in props.get("path") or [])
+        return embedding_text("Section", {"title": path, "summary": props.get("summary")})
+    return embedding_text(label, {"title": props.get("title"), "summary": props.get("summary")})
+
+
+def document_id(account_id: str, attachment_id: str) -> str:
+    """The id a new document of this account and attachment gets."""
+    return str(uuid.uuid5(_DOCUMENT_NAMESPACE, f"{account_id}\x1f{attachment_id}"))
+
+
+def _keyed_id(prefix: str, key: str, seen: dict[str, int]) -> str:
+    """``prefix`` + a short hash of ``key``, numbered when the key repeats in the document."""
+    n = seen.get(key, 0)
+    seen[key] = n + 1
+    return f"{prefix}{content_hash(key)[:20]}" + (f"-{n}" if n else "")
+
+
+def _node(label: str, node_id: str, props: dict[str, Any], parent: str | None) -> _Node:
+    text = node_embedding_text(label, props)
+    return _Node(node_id, props, content_hash(text), text, parent)
+
+
+def _plan(doc_id: str, request: IngestRequest) -> _Plan:
+    """Split the request's text into the document, section and chunk nodes to write."""
+    title = request.title.strip()
+    sections = sectionise(request.text, title_hint=title)
+    common = {"documentId": doc_id, "attachmentId": request.attachment_id}
+    out = _Plan(
+        _node(
+            "KnowledgeDocument",
+            doc_id,
+            {
+                "title": title,
+                "summary": summary("\n\n".join(s.text for s in sections)),
+                "attachmentId": request.attachment_id,
+                "sectionCount": len(sections),
+                "charCount": len(request.text),
+            },
+            None,
+        )
+    )
+    section_keys: dict[str, int] = {}
+    chunk_keys: dict[str, int] = {}
+    for section in sections:
+        # The preamble's path is already [title]; headings get the document title in front.
+        trail = section.path if section.level == 0 else [title, *section.path]
+        section_id = _keyed_id(f"{doc_id}:s:", "\x1f".join(section.path), section_keys)
+        pieces = chunk(section.text)
+        out.sections.append(
+            _node(
+                "Section",
+                section_id,
+                {
+                    **common,
+                    "title": section.title,
+                    "summary": summary(section.text),
+                    "path": trail,
+                    "level": section.level,
+                    "index": section.index,
+                    "chunkCount": len(pieces),
+                },
+                doc_id,
+            )
+        )
+        for index, piece in enumerate(pieces):
+            props = {
+                **common,
+                "sectionId": section_id,
+                "content": piece,
+                "index": index,
+                "order": len(out.chunks),
+            }
+            chunk_id = _keyed_id(f"{doc_id}:c:", piece, chunk_keys)
+            out.chunks.append(_node("Chunk", chunk_id, props, section_id))
+    out.document.props["chunkCount"] = len(out.chunks)
+    return out
+
+
+def _reject(reason: str, message: str, **fields: Any) -> WriteRejected:
+    detail = " ".join(f"{k}={v}" for k, v in fields.items())
+    log.error("[ingest] reject reason=%s %s", reason, detail)
+    return WriteRejected(message)
+
+
+def _check(caller: Caller, request: IngestRequest) -> None:
+    """Refuse a request that cannot be ingested, before anything is read or written."""
+    if not request.attachment_id or not request.attachment_id.strip():
+        raise _reject("missing-attachment", "attachmentId is required: it names the source file.")
+    if not request.title or not request.title.strip():
+        raise _reject("missing-title", "A document needs a title.")
+    if len(request.text) > MAX_TEXT_CHARS:
+        raise _reject(
+            "too-large",
+            f"The text has {len(request.text):,} characters; at most {MAX_TEXT_CHARS:,} can be "
+            "ingested at once. Split the document.",
+            chars=len(request.text),
+        )
+    if not request.text.strip():
+        raise _reject("empty-text", "The document text is empty; there is nothing to ingest.")
+    if request.agents is not None and not all(
+        isinstance(a, str) and a.strip() for a in request.agents
+    ):
+        raise _reject("invalid-agents", "agents must be a list of agent slugs.")
+    # The same scope rules as memory-write (valid scope, and one this caller may write at).
+    validate(caller, WriteRequest("KnowledgeDocument", {}, scope=request.scope))
+
+
+_SET_COMMON = (
+    "SET n += row.props, n.contentHash = row.hash, n.updatedAt = datetime(), "
+    "n.deletedAt = null, n.scope = $scope, n.agents = $agents "
+    "FOREACH (_ IN CASE WHEN row.embedding IS NULL THEN [] ELSE [1] END | "
+    "SET n.embedding = row.embedding, n.embeddingModel = $model) "
+    "FOREACH (_ IN CASE WHEN row.drop THEN [1] ELSE [] END | "
+    "REMOVE n.embedding, n.embeddingModel) "
+)
+
+
+class Ingester:
+    """Ingests documents for one embedding model."""
+
+    def __init__(self, graph: Graph, embed: EmbedText, model_name: str) -> None:
+        self.graph = graph
+        self.embed = embed
+        self.model_name = model_name
+
+    async def ingest(self, caller: Caller, request: IngestRequest) -> dict[str, Any]:
+        """Write (or replace) the document's hierarchy, embedding only what changed."""
+        started = time.monotonic()
+        _check(caller, request)
+        known_id, stored = await self._stored(caller, request.attachment_id)
+        doc_id = known_id or document_id(caller.account_id, request.attachment_id)
+        nodes = _plan(doc_id, request)
+        if not nodes.sections:
+            raise _reject(
+                "empty-text", "The document has headings but no text under them.",
+                attachment=request.attachment_id,
+            )  # fmt: skip
+        embedded, reused, failed, error = await self._embed(nodes, stored)
+        if failed:
+            log.warning(
+                "[graph-write] warn reason=embed-failed op=ingest attachment=%s document=%s "
+                "failed=%d error=%s",
+                request.attachment_id,
+                doc_id,
+                failed,
+                error,
+            )
+        params = {
+            "account": caller.account_id,
+            "scope": request.scope,
+            "agents": list(request.agents) if request.agents is not None else None,
+            "model": self.model_name,
+        }
+        await self._write_document(nodes.document, params)
+        await self._write_level(
+            "Section", "KnowledgeDocument", "HAS_SECTION", nodes.sections, params
+        )
+        await self._write_level("Chunk", "Section", "HAS_CHUNK", nodes.chunks, params)
+        removed = await self._remove_stale(caller, nodes)
+        ms = (time.monotonic() - started) * 1000
+        log.info(
+            "[ingest] op=done attachment=%s document=%s sections=%d chunks=%d embedded=%d "
+            "reused=%d failed=%d removed=%d ms=%d",
+            request.attachment_id,
+            doc_id,
+            len(nodes.sections),
+            len(nodes.chunks),
+            embedded,
+            reused,
+            failed,
+            removed,
+            ms,
+        )
+        return {
+            "documentId": doc_id,
+            "sections": len(nodes.sections),
+            "chunks": len(nodes.chunks),
+            "embedded": embedded,
+            "reused": reused,
+            "warnings": ["embed-failed"] if failed else [],
+        }
+
+    async def _stored(
+        self, caller: Caller, attachment_id: str
+    ) -> tuple[str | None, dict[str, dict[str, Any]]]:
+        """The attachment's document id, and each stored node's hash and embedding state."""
+        rows, _ = await self.graph.run(
+            "MATCH (d:KnowledgeDocument {accountId: $account, attachmentId: $attachment}) "
+            "WITH d ORDER BY d.createdAt LIMIT 1 "
+            "MATCH (d)-[:HAS_SECTION|HAS_CHUNK*0..2]->(n) WHERE n.accountId = $account "
+            "RETURN DISTINCT d.id AS doc, n.id AS id, n.contentHash AS hash, "
+            "n.embeddingModel AS model, n.embedding IS NOT NULL AS embedded",
+            {"account": caller.account_id, "attachment": attachment_id},
+        )
+        if not rows:
+            return None, {}
+        return str(rows[0]["doc"]), {str(row["id"]): row for row in rows}
+
+    def _current(self, old: dict[str, Any] | None, node: _Node) -> bool:
+        """The stored embedding was made from this very text by this model."""
+        if old is None or not old["embedded"]:
+            return False
+        return bool(old["hash"] == node.hash and old["model"] == self.model_name)
+
+    async def _embed(
+        self, nodes: _Plan, stored: dict[str, dict[str, Any]]
+    ) -> tuple[int, int, int, str | None]:
+        """Embed every node whose text or model changed; return embedded, reused, failed."""
+        embedded = reused = failed = 0
+        error: str | None = None
+        broken = False
+        for node in nodes.nodes:
+            if self._current(stored.get(node.id), node):
+                node.keep = True
+                reused += 1
+                continue
+            if broken:
+                failed += 1
+                continue
+            try:
+                node.embedding = await self.embed(node.text)
+                embedded += 1
+            except EngineError as err:
+                failed += 1
+                error = error or f"{type(err).__name__}: {err}"
+                broken = isinstance(err, _MODEL_BROKEN)
+        return embedded, reused, failed, error
+
+    async def _write_document(self, node: _Node, params: dict[str, Any]) -> None:
+        rows, _ = await self.graph.run(
+            "WITH $row AS row "
+            "MERGE (n:KnowledgeDocument {id: row.id}) "
+            "ON CREATE SET n.accountId = $account, n.createdAt = datetime() "
+            "WITH n, row WHERE n.accountId = $account " + _SET_COMMON + "RETURN n.id AS id",
+            {**params, "row": node.row()},
+        )
+        if not rows:
+            raise _reject(
+                "invalid-account-id", "That document id belongs to another account.", id=node.id
+            )
+
+    async def _write_level(
+        self, label: str, parent: str, rel: str, nodes: list[_Node], params: dict[str, Any]
+    ) -> None:
+        """MERGE ``nodes`` under their parents in batches; a moved node leaves its old parent."""
+        cypher = (
+            f"UNWIND $rows AS row MATCH (p:`{parent}` {{id: row.parent}}) "
+            "WHERE p.accountId = $account "
+            f"MERGE (n:`{label}` {{id: row.id}}) "
+            "ON CREATE SET n.accountId = $account, n.createdAt = datetime() "
+            "WITH p, n, row WHERE n.accountId = $account "
+            + _SET_COMMON
+            + f"MERGE (p)-[:`{rel}`]->(n) "
+            f"WITH p, n CALL (p, n) {{ MATCH (o:`{parent}`)-[r:`{rel}`]->(n) WHERE o <> p "
+            "DELETE r } RETURN count(n) AS written"
+        )
+        for start in range(0, len(nodes), BATCH_ROWS):
+            batch = [node.row() for node in nodes[start : start + BATCH_ROWS]]
+            rows, _ = await self.graph.run(cypher, {**params, "rows": batch})
+            if rows[0]["written"] != len(batch):
+                raise _reject(
+                    "invalid-account-id",
+                    f"Some {label} ids of this document belong to another account.",
+                    label=label,
+                    expected=len(batch),
+                    written=rows[0]["written"],
+                )
+
+    async def _remove_stale(self, caller: Caller, nodes: _Plan) -> int:
+        """Delete the document's sections and chunks this ingest no longer produced."""
+        rows, _ = await self.graph.run(
+            "MATCH (d:KnowledgeDocument {id: $doc}) WHERE d.accountId = $account "
+            "CALL (d) { MATCH (d)-[:HAS_SECTION]->(:Section)-[:HAS_CHUNK]->(c:Chunk) "
+            "WHERE c.accountId = $account AND NOT c.id IN $chunks "
+            "WITH DISTINCT c DETACH DELETE c RETURN count(c) AS chunks } "
+            "CALL (d) { MATCH (d)-[:HAS_SECTION]->(s:Section) "
+            "WHERE s.accountId = $account AND NOT s.id IN $sections "
+            "WITH DISTINCT s DETACH DELETE s RETURN count(s) AS sections } "
+            "RETURN chunks + sections AS removed",
+            {
+                "doc": nodes.document.id,
+                "account": caller.account_id,
+                "chunks": [n.id for n in nodes.chunks],
+                "sections": [n.id for n in nodes.sections],
+            },
+        )
+        return int(rows[0]["removed"]) if rows else 0
