@@ -176,6 +176,18 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("search_rrf_k", 60, "The k of reciprocal rank fusion.", _positive_int),
     Setting("search_boosts", False, "Apply the compiledTruth and backlink boosts.", _bool),
     Setting(
+        "search_routing",
+        False,
+        "Route by the caller's retrievalClass hint (label filter and weights).",
+        _bool,
+    ),
+    Setting(
+        "search_expansion",
+        False,
+        "Also search paraphrases of the query from the configured expander.",
+        _bool,
+    ),
+    Setting(
         "purge_grace_days",
         7,
         "Days a soft-deleted node is kept before the purge job deletes it.",
@@ -218,6 +230,8 @@ class Settings:
     search_keyword_weight: float
     search_rrf_k: int
     search_boosts: bool
+    search_routing: bool
+    search_expansion: bool
     purge_grace_days: int
     search_limit: int
 

@@ -65,6 +65,8 @@ DEFAULTS: list[tuple[str, Any]] = [
     ("search_keyword_weight", 0.3),
     ("search_rrf_k", 60),
     ("search_boosts", False),
+    ("search_routing", False),
+    ("search_expansion", False),
     ("purge_grace_days", 7),
     ("search_limit", 10),
 ]

@@ -53,6 +53,11 @@ TOOLS: tuple[Tool, ...] = (
                 "mode": {"type": "string", "enum": ["weighted", "rrf"]},
                 "threshold": {"type": "number", "minimum": 0},
                 "expandHops": {"type": "integer", "enum": [0, 1], "default": 1},
+                "retrievalClass": {
+                    "type": "string",
+                    "enum": ["entity", "temporal", "event", "general", "none"],
+                    "description": "What kind of question this is (used when routing is on).",
+                },
                 "fields": {
                     "type": "array",
                     "items": {"type": "string"},
@@ -72,6 +77,7 @@ TOOLS: tuple[Tool, ...] = (
             "labels",
             "limit",
             "mode",
+            "retrievalClass",
             "threshold",
             "expandHops",
             "fields",

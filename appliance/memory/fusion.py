@@ -46,7 +46,11 @@ def normalise_keyword(cands: list[Candidate]) -> list[Candidate]:
     # same [0, 1] footing as cosine similarity so the two can be summed.
     top = max(raws, default=0.0)
     for cand in cands:
-        if cand.keyword_raw is None:
+        if cand.exact_keyword:
+            # A subscribed keyword listed on the node counts as a perfect keyword match.
+            cand.keyword_raw = max(top, cand.keyword_raw or 0.0, 1.0)
+            cand.keyword = 1.0
+        elif cand.keyword_raw is None:
             cand.keyword = None
         elif top <= 0.0:
             cand.keyword = 0.0

@@ -9,8 +9,8 @@ applies the same four guards to every node it returns, related nodes included:
 4. per-agent tag       ``$agent IN n.agents`` for a public agent
 
 The :class:`Caller` comes from the calling process's environment (ACCOUNT_ID, ALLOWED_SCOPES,
-AGENT_SLUG, SESSION_ID), never from tool parameters: :meth:`Caller.narrow` lets a parameter
-restrict scopes further but never widen them.
+AGENT_SLUG, SESSION_ID, KEYWORD_SUBSCRIPTIONS), never from tool parameters:
+:meth:`Caller.narrow` lets a parameter restrict scopes further but never widen them.
 """
 
 from __future__ import annotations
@@ -34,6 +34,7 @@ class Caller:
     scopes: tuple[str, ...] | None = None  # None: every scope (the admin agent)
     agent: str | None = None  # a public agent's slug: only nodes tagged for it
     session_id: str | None = None
+    subscriptions: tuple[str, ...] = ()  # a public agent's keyword subscriptions
 
     def __post_init__(self) -> None:
         if not self.account_id:
@@ -52,6 +53,7 @@ class Caller:
             scopes=tuple(str(s) for s in scopes) if scopes is not None else None,
             agent=str(data["agent"]) if data.get("agent") else None,
             session_id=str(data["session"]) if data.get("session") else None,
+            subscriptions=tuple(str(s) for s in data.get("subscriptions") or ())[:5],
         )
 
     @classmethod
@@ -66,6 +68,9 @@ class Caller:
             scopes=scopes,
             agent=environ.get("AGENT_SLUG") or None,
             session_id=environ.get("SESSION_ID") or None,
+            subscriptions=tuple(
+                k.strip() for k in environ.get("KEYWORD_SUBSCRIPTIONS", "").split(",") if k.strip()
+            )[:5],
         )
 
     def to_wire(self) -> dict[str, Any]:
@@ -75,6 +80,7 @@ class Caller:
             "scopes": list(self.scopes) if self.scopes is not None else None,
             "agent": self.agent,
             "session": self.session_id,
+            "subscriptions": list(self.subscriptions),
         }
 
     def narrow(self, requested: Sequence[str] | None) -> Caller:
@@ -83,7 +89,7 @@ class Caller:
             return self
         allowed = set(self.scopes) if self.scopes is not None else set(SCOPES)
         kept = tuple(s for s in SCOPES if s in requested and s in allowed)
-        return Caller(self.account_id, kept, self.agent, self.session_id)
+        return Caller(self.account_id, kept, self.agent, self.session_id, self.subscriptions)
 
     def params(self) -> dict[str, Any]:
         """Cypher parameters used by :func:`guard`."""

@@ -34,6 +34,7 @@ class Candidate:
     boosts: dict[str, float] = field(default_factory=dict)  # name -> multiplier applied
     score: float = 0.0  # final score after boosts
     backlinks: int = 0  # inbound relationships, for the backlink boost
+    exact_keyword: bool = False  # a keyword subscription matched its `keywords` property
     related: list[Related] = field(default_factory=list)
     trace: list[str] = field(default_factory=list)  # dedup and other decisions, human-readable
 

@@ -31,7 +31,34 @@ MAX_FETCH = 2000
 MAX_QUERY_TERMS = 32
 
 EmbedQuery = Callable[[str], Awaitable[list[float]]]
+# Paraphrases of a query (the Anthropic-backed one plugs in with the agents work).
+Expander = Callable[[str], Awaitable[list[str]]]
 
+MAX_SUBSCRIPTIONS = 5
+MAX_PARAPHRASES = 3
+EXPANSION_TTL = 3600.0
+
+
+@dataclass(frozen=True)
+class Route:
+    """Where a class of question looks, and how it weighs the two paths."""
+
+    labels: tuple[str, ...] | None
+    vector_weight: float
+    keyword_weight: float
+
+
+# Names and identifiers match well by keyword; happenings are better found by meaning.
+ROUTES: dict[str, Route] = {
+    "entity": Route(
+        ("Person", "LocalBusiness", "Service", "DefinedTerm", "Question", "Preference",
+         "Organization", "UserProfile", "Place", "Product"),
+        0.5, 0.5,
+    ),
+    "temporal": Route(("Event", "Task", "Message", "Conversation", "Report"), 0.6, 0.4),
+    "event": Route(("Event", "Task", "Workflow", "Conversation"), 0.7, 0.3),
+    "general": Route(None, 0.7, 0.3),
+}  # fmt: skip
 
 
 def _node_or_null(guard_predicate: str) -> str:
@@ -58,6 +85,11 @@ class SearchRequest:
     boosts: bool = False
     expand_hops: int = 1
     fields: Sequence[str] | None = None
+    # Optional stages, each off unless asked for (the engine turns them on from settings).
+    retrieval_class: str | None = None  # entity | temporal | event | general | none
+    routing: bool = False
+    expand_queries: bool = False
+    subscriptions: Sequence[str] = ()  # a public agent's keyword subscriptions (at most 5)
 
 
 @dataclass
@@ -85,10 +117,55 @@ def project(props: dict[str, Any], fields: Sequence[str] | None) -> dict[str, An
 class Searcher:
     """Runs searches against one graph with one query embedder."""
 
-    def __init__(self, graph: Graph, embed_query: EmbedQuery) -> None:
+    def __init__(
+        self, graph: Graph, embed_query: EmbedQuery, expander: Expander | None = None
+    ) -> None:
         self.graph = graph
         self.embed_query = embed_query
+        self.expander = expander
         self._indexes: dict[str, str] | None = None  # label -> vector index name
+        self._paraphrases: dict[str, tuple[float, list[str]]] = {}
+
+    async def paraphrases(self, query: str) -> list[str]:
+        """Up to three paraphrases of ``query``, cached for an hour; none if the expander fails."""
+        if self.expander is None:
+            return []
+        now = time.monotonic()
+        cached = self._paraphrases.get(query)
+        if cached and now - cached[0] < EXPANSION_TTL:
+            return cached[1]
+        try:
+            found = await self.expander(query)
+        except Exception as err:  # a pluggable, remote expander: any failure means "no expansion"
+            log.warning("[graph-search:expand] warn=expander-failed error=%s", err)
+            return []
+        unique = [p for p in dict.fromkeys(x.strip() for x in found) if p and p != query]
+        self._paraphrases[query] = (now, unique[:MAX_PARAPHRASES])
+        return unique[:MAX_PARAPHRASES]
+
+    async def _subscriptions(
+        self, caller: Caller, keywords: Sequence[str], want: int
+    ) -> list[dict[str, Any]]:
+        """Nodes matching a public agent's keyword subscriptions (scope guard, no agent tag)."""
+        rows: list[dict[str, Any]] = []
+        scoped = caller.params() | {"agent": None}  # the agent tag does not apply here
+        for keyword in list(keywords)[:MAX_SUBSCRIPTIONS]:
+            query = keyword_query(keyword)
+            if query is not None:
+                cypher = (
+                    f"CALL db.index.fulltext.queryNodes('{FULLTEXT_INDEX}', $q, {{limit: $k}}) "
+                    f"YIELD node AS n, score RETURN {_node_or_null(guard('n'))}, score "
+                    "ORDER BY score DESC"
+                )
+                rows += await self._fill(cypher, {**scoped, "q": query}, want)
+            # A node that lists the keyword in its `keywords` property matches fully (1.0).
+            listed, _ = await self.graph.run(
+                "MATCH (n) WHERE n.accountId = $account AND $kw IN coalesce(n.keywords, []) "
+                f"AND {guard('n')} RETURN {_node_or_null('true')}, 1.0 AS score LIMIT $k",
+                {**scoped, "kw": keyword, "k": want},
+            )
+            rows += [{**r["node"], "score": r["score"], "exact": True} for r in listed if r["node"]]
+        return rows
 
     def forget_indexes(self) -> None:
         """Drop the cached index discovery (call after schema changes)."""
@@ -152,9 +229,7 @@ class Searcher:
                 return allowed[:want]
             k = min(k * 4, MAX_FETCH)
 
-    async def expand(
-        self, caller: Caller, results: list[Candidate], eids: dict[str, str]
-    ) -> None:
+    async def expand(self, caller: Caller, results: list[Candidate], eids: dict[str, str]) -> None:
         """Attach up to MAX_RELATED guarded one-hop neighbours to each result."""
         if not results:
             return
@@ -179,20 +254,34 @@ class Searcher:
         """Run every stage and return the ranked, guarded, expanded results."""
         started = time.monotonic()
         want = max(request.limit * 3, request.limit + 10)
-        vector = await self.embed_query(request.query)
-        vector_rows = await self._vector(caller, vector, request.labels, want)
+        labels, weights = request.labels, (request.vector_weight, request.keyword_weight)
+        route = ROUTES.get(request.retrieval_class or "") if request.routing else None
+        if route is not None:
+            if route.labels is not None:
+                labels = [lb for lb in route.labels if labels is None or lb in labels]
+            weights = (route.vector_weight, route.keyword_weight)
+        queries = [request.query]
+        if request.expand_queries:
+            queries += await self.paraphrases(request.query)
+
+        paths: list[tuple[list[dict[str, Any]], str]] = []
         vector_only = False
-        try:
-            keyword_rows = await self._keyword(caller, request.query, request.labels, want)
-        except GraphQueryFailed as err:
-            if FULLTEXT_INDEX not in str(err):
-                raise
-            log.warning("[graph-search:hybrid] warn=no-fulltext-index fallback=vector-only")
-            keyword_rows, vector_only = [], True
+        for query in queries:
+            vector = await self.embed_query(query)
+            paths.append((await self._vector(caller, vector, labels, want), "vector"))
+            try:
+                paths.append((await self._keyword(caller, query, labels, want), "keyword"))
+            except GraphQueryFailed as err:
+                if FULLTEXT_INDEX not in str(err):
+                    raise
+                log.warning("[graph-search:hybrid] warn=no-fulltext-index fallback=vector-only")
+                vector_only = True
+        if request.subscriptions and not vector_only:
+            paths.append((await self._subscriptions(caller, request.subscriptions, want), "sub"))
 
         candidates: dict[str, Candidate] = {}
         eids: dict[str, str] = {}
-        for rows, path in ((vector_rows, "vector"), (keyword_rows, "keyword")):
+        for rows, path in paths:
             for row in rows:
                 cand = candidates.get(row["id"])
                 if cand is None:
@@ -206,14 +295,17 @@ class Searcher:
                     eids[row["id"]] = row["eid"]
                 if path == "vector":
                     cand.vector = max(cand.vector or 0.0, float(row["score"]))
+                elif row.get("exact"):
+                    cand.trace.append("subscription: keywords property match (keyword 1.0)")
+                    cand.exact_keyword = True
                 else:
                     cand.keyword_raw = max(cand.keyword_raw or 0.0, float(row["score"]))
 
         ranked: RankResult = rank(
             list(candidates.values()),
             mode=request.mode,
-            vector_weight=request.vector_weight,
-            keyword_weight=request.keyword_weight,
+            vector_weight=weights[0],
+            keyword_weight=weights[1],
             rrf_k=request.rrf_k,
             threshold=request.threshold,
             limit=request.limit,
@@ -227,7 +319,7 @@ class Searcher:
         counts = ranked.counts
         log.info(
             "[graph-search:hybrid] vector=%s bm25=%s fused=%s boosted=%s deduped=%s final=%s "
-            "mode=%s ms=%d",
+            "mode=%s route=%s queries=%s subscriptions=%s ms=%d",
             counts.get("vector"),
             counts.get("bm25"),
             counts.get("fused"),
@@ -235,6 +327,9 @@ class Searcher:
             counts.get("deduped"),
             counts.get("final"),
             request.mode,
+            request.retrieval_class if route is not None else "none",
+            len(queries),
+            len(request.subscriptions),
             ms,
         )
         return SearchResult(ranked.results, counts, ms, vector_only)

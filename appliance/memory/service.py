@@ -136,6 +136,10 @@ class Engine:
             boosts=bool(params.get("boosts", s.search_boosts)),
             expand_hops=min(int(params.get("expandHops", 1)), 1),
             fields=params.get("fields"),
+            retrieval_class=params.get("retrievalClass"),
+            routing=bool(params.get("routing", s.search_routing)),
+            expand_queries=bool(params.get("expandQueries", s.search_expansion)),
+            subscriptions=caller.subscriptions,
         )
         if request.mode not in ("weighted", "rrf"):
             raise ValueError("mode must be weighted or rrf")
