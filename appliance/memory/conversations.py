@@ -29,11 +29,11 @@ from datetime import UTC, datetime
 from typing import Any
 
 from appliance.memory.chunking import MAX_CHARS, content_hash, summary
-from appliance.memory.errors import EngineError
+from appliance.memory.errors import EngineError, rejected
 from appliance.memory.graph import Graph
 from appliance.memory.guards import Caller, guard, guard_after_search
 from appliance.memory.reports import caller_agents, resolve_scope
-from appliance.memory.write import EmbedText, WriteRejected
+from appliance.memory.write import EmbedText
 
 log = logging.getLogger(__name__)
 
@@ -42,12 +42,6 @@ MESSAGE_INDEX = "message_embedding"
 MAX_SEARCH_LIMIT = 50
 MAX_FETCH = 2000
 MAX_SESSION_ID_CHARS = 200
-
-
-def _reject(reason: str, message: str, **fields: Any) -> WriteRejected:
-    detail = " ".join(f"{k}={v}" for k, v in fields.items())
-    log.error("[conversations] reject reason=%s %s", reason, detail)
-    return WriteRejected(message)
 
 
 def effective_session(caller: Caller, session_id: str | None) -> str | None:
@@ -77,14 +71,17 @@ async def record_message(
     """Append one message to the session's conversation (created on first use); embed it."""
     session = effective_session(caller, session_id)
     if not session or not isinstance(session, str) or len(session) > MAX_SESSION_ID_CHARS:
-        raise _reject(
+        raise rejected(
+            "conversations",
             "invalid-session",
             f"A message needs a session id of 1 to {MAX_SESSION_ID_CHARS} characters.",
         )
     if role not in ROLES:
-        raise _reject("invalid-role", f"role must be one of {', '.join(ROLES)}.", role=role)
+        raise rejected(
+            "conversations", "invalid-role", f"role must be one of {', '.join(ROLES)}.", role=role
+        )
     if not isinstance(text, str) or not text.strip():
-        raise _reject("empty-text", "A message needs non-empty text.")
+        raise rejected("conversations", "empty-text", "A message needs non-empty text.")
     node_scope = resolve_scope(caller, scope)
     agent = caller.agent or agent_slug
 
@@ -139,7 +136,8 @@ async def record_message(
         },
     )
     if not rows:
-        raise _reject(
+        raise rejected(
+            "conversations",
             "hidden-conversation",
             "This session's conversation is not visible to this caller; nothing was written.",
             session=session,

@@ -1,6 +1,7 @@
 """Errors of the retrieval engine.
 
     EngineError
+    ├── WriteRejected              a write refused before anything was written
     ├── EmbedError
     │   ├── ModelMissing           the GGUF file is not there
     │   ├── ModelLoadFailed        llama.cpp could not load it
@@ -15,6 +16,11 @@ Each carries a stable ``code`` that crosses the RPC boundary unchanged.
 """
 
 from __future__ import annotations
+
+import logging
+from typing import Any
+
+log = logging.getLogger(__name__)
 
 
 class EngineError(Exception):
@@ -75,3 +81,16 @@ class SchemaDimensionMismatch(GraphError):
     """Existing vector indexes have another dimension than the model."""
 
     code = "schema-dimension-mismatch"
+
+
+class WriteRejected(EngineError):
+    """The write was refused; nothing was written."""
+
+    code = "write-rejected"
+
+
+def rejected(area: str, reason: str, message: str, **fields: Any) -> WriteRejected:
+    """Log ``[area] reject reason=… key=value…`` once and return the error to raise."""
+    detail = " ".join(f"{k}={v}" for k, v in fields.items())
+    log.error("[%s] reject reason=%s %s", area, reason, detail)
+    return WriteRejected(message)

@@ -36,10 +36,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from appliance.memory.chunking import chunk, content_hash, sectionise, summary
-from appliance.memory.errors import EngineError, ModelLoadFailed, ModelMissing
+from appliance.memory.errors import EngineError, ModelLoadFailed, ModelMissing, rejected
 from appliance.memory.graph import Graph
 from appliance.memory.guards import Caller
-from appliance.memory.write import EmbedText, WriteRejected, WriteRequest, embedding_text, validate
+from appliance.memory.write import EmbedText, WriteRequest, embedding_text, validate
 
 log = logging.getLogger(__name__)
 
@@ -182,31 +182,30 @@ def _plan(doc_id: str, request: IngestRequest) -> _Plan:
     return out
 
 
-def _reject(reason: str, message: str, **fields: Any) -> WriteRejected:
-    detail = " ".join(f"{k}={v}" for k, v in fields.items())
-    log.error("[ingest] reject reason=%s %s", reason, detail)
-    return WriteRejected(message)
-
-
 def _check(caller: Caller, request: IngestRequest) -> None:
     """Refuse a request that cannot be ingested, before anything is read or written."""
     if not request.attachment_id or not request.attachment_id.strip():
-        raise _reject("missing-attachment", "attachmentId is required: it names the source file.")
+        raise rejected(
+            "ingest", "missing-attachment", "attachmentId is required: it names the source file."
+        )
     if not request.title or not request.title.strip():
-        raise _reject("missing-title", "A document needs a title.")
+        raise rejected("ingest", "missing-title", "A document needs a title.")
     if len(request.text) > MAX_TEXT_CHARS:
-        raise _reject(
+        raise rejected(
+            "ingest",
             "too-large",
             f"The text has {len(request.text):,} characters; at most {MAX_TEXT_CHARS:,} can be "
             "ingested at once. Split the document.",
             chars=len(request.text),
         )
     if not request.text.strip():
-        raise _reject("empty-text", "The document text is empty; there is nothing to ingest.")
+        raise rejected(
+            "ingest", "empty-text", "The document text is empty; there is nothing to ingest."
+        )
     if request.agents is not None and not all(
         isinstance(a, str) and a.strip() for a in request.agents
     ):
-        raise _reject("invalid-agents", "agents must be a list of agent slugs.")
+        raise rejected("ingest", "invalid-agents", "agents must be a list of agent slugs.")
     # The same scope rules as memory-write (valid scope, and one this caller may write at).
     validate(caller, WriteRequest("KnowledgeDocument", {}, scope=request.scope))
 
@@ -237,7 +236,7 @@ class Ingester:
         doc_id = known_id or document_id(caller.account_id, request.attachment_id)
         nodes = _plan(doc_id, request)
         if not nodes.sections:
-            raise _reject(
+            raise rejected("ingest",
                 "empty-text", "The document has headings but no text under them.",
                 attachment=request.attachment_id,
             )  # fmt: skip
@@ -341,8 +340,11 @@ class Ingester:
             {**params, "row": node.row()},
         )
         if not rows:
-            raise _reject(
-                "invalid-account-id", "That document id belongs to another account.", id=node.id
+            raise rejected(
+                "ingest",
+                "invalid-account-id",
+                "That document id belongs to another account.",
+                id=node.id,
             )
 
     async def _write_level(
@@ -364,7 +366,8 @@ class Ingester:
             batch = [node.row() for node in nodes[start : start + BATCH_ROWS]]
             rows, _ = await self.graph.run(cypher, {**params, "rows": batch})
             if rows[0]["written"] != len(batch):
-                raise _reject(
+                raise rejected(
+                    "ingest",
                     "invalid-account-id",
                     f"Some {label} ids of this document belong to another account.",
                     label=label,

@@ -21,9 +21,10 @@ import time
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from appliance.memory.errors import rejected
 from appliance.memory.graph import Graph
 from appliance.memory.guards import Caller
-from appliance.memory.write import WriteRejected, writable_labels
+from appliance.memory.write import writable_labels
 
 log = logging.getLogger(__name__)
 
@@ -42,17 +43,15 @@ _MAY_CHANGE = (
 )
 
 
-def _reject(reason: str, message: str, **fields: Any) -> WriteRejected:
-    detail = " ".join(f"{k}={v}" for k, v in fields.items())
-    log.error("[graph-write] reject reason=%s %s", reason, detail)
-    return WriteRejected(message)
-
-
 async def _check(graph: Graph, caller: Caller, op: str, label: str, node_id: str) -> None:
     """Refuse unless the node exists in the caller's account and the caller may see it."""
     if label not in writable_labels():
-        raise _reject(
-            "unknown-label", f"{label!r} is not a label of the memory graph.", op=op, label=label
+        raise rejected(
+            "graph-write",
+            "unknown-label",
+            f"{label!r} is not a label of the memory graph.",
+            op=op,
+            label=label,
         )
     rows, _ = await graph.run(
         f"MATCH (n:`{label}` {{id: $id}}) RETURN n.accountId AS account, {_MAY_CHANGE} AS allowed",
@@ -60,14 +59,15 @@ async def _check(graph: Graph, caller: Caller, op: str, label: str, node_id: str
     )
     missing = f"No {label} with id {node_id} in this account."
     if not rows:
-        raise _reject("not-found", missing, op=op, label=label, id=node_id)
+        raise rejected("graph-write", "not-found", missing, op=op, label=label, id=node_id)
     if rows[0]["account"] != caller.account_id:
-        raise _reject(
+        raise rejected("graph-write",
             "invalid-account-id", missing, op=op, label=label, id=node_id,
             account=caller.account_id,
         )  # fmt: skip
     if not rows[0]["allowed"]:
-        raise _reject(
+        raise rejected(
+            "graph-write",
             "scope-not-allowed",
             f"This caller may not change that {label}.",
             op=op,
@@ -94,7 +94,9 @@ async def soft_delete(graph: Graph, caller: Caller, label: str, node_id: str) ->
         {**caller.params(), "id": node_id},
     )
     if not rows:  # deleted between the check and now
-        raise _reject("not-found", f"No {label} with id {node_id} in this account.", id=node_id)
+        raise rejected(
+            "graph-write", "not-found", f"No {label} with id {node_id} in this account.", id=node_id
+        )
     changed = int(rows[0]["changed"])
     log.info("[graph-write] op=soft-delete label=%s id=%s changed=%d", label, node_id, changed)
     return {"id": node_id, "label": label, "deletedAt": rows[0]["deletedAt"], "changed": changed}
@@ -116,7 +118,9 @@ async def restore(graph: Graph, caller: Caller, label: str, node_id: str) -> dic
         {**caller.params(), "id": node_id},
     )
     if not rows:
-        raise _reject("not-found", f"No {label} with id {node_id} in this account.", id=node_id)
+        raise rejected(
+            "graph-write", "not-found", f"No {label} with id {node_id} in this account.", id=node_id
+        )
     changed = int(rows[0]["changed"])
     log.info("[graph-write] op=restore label=%s id=%s changed=%d", label, node_id, changed)
     return {"id": node_id, "label": label, "changed": changed}

@@ -26,10 +26,10 @@ from datetime import UTC, datetime
 from typing import Any
 
 from appliance.memory.chunking import content_hash
-from appliance.memory.errors import EngineError
+from appliance.memory.errors import EngineError, WriteRejected, rejected
 from appliance.memory.graph import Graph
 from appliance.memory.guards import SCOPES, Caller, guard
-from appliance.memory.write import EmbedText, WriteRejected, embedding_text
+from appliance.memory.write import EmbedText, embedding_text
 
 log = logging.getLogger(__name__)
 
@@ -45,12 +45,6 @@ _KEYWORD_FILTER = (
     "($kw IS NULL OR toLower(r.title) CONTAINS $kw OR toLower(r.body) CONTAINS $kw"
     " OR any(k IN coalesce(r.keywords, []) WHERE toLower(k) CONTAINS $kw))"
 )
-
-
-def _reject(reason: str, message: str, **fields: Any) -> WriteRejected:
-    detail = " ".join(f"{k}={v}" for k, v in fields.items())
-    log.error("[reports] reject reason=%s %s", reason, detail)
-    return WriteRejected(message)
 
 
 def resolve_scope(caller: Caller, requested: str | None) -> str:
@@ -80,10 +74,11 @@ def _clean_keywords(keywords: Sequence[str] | None) -> list[str] | None:
     if keywords is None:
         return None
     if isinstance(keywords, str) or not all(isinstance(k, str) for k in keywords):
-        raise _reject("invalid-keywords", "keywords must be a list of strings.")
+        raise rejected("reports", "invalid-keywords", "keywords must be a list of strings.")
     cleaned = list(dict.fromkeys(k.strip() for k in keywords if k.strip()))
     if len(cleaned) > MAX_KEYWORDS or any(len(k) > MAX_KEYWORD_CHARS for k in cleaned):
-        raise _reject(
+        raise rejected(
+            "reports",
             "invalid-keywords",
             f"At most {MAX_KEYWORDS} keywords of at most {MAX_KEYWORD_CHARS} characters each.",
         )
@@ -92,17 +87,19 @@ def _clean_keywords(keywords: Sequence[str] | None) -> list[str] | None:
 
 def _check(title: str, body: str) -> None:
     if not isinstance(title, str) or not title.strip():
-        raise _reject("empty-title", "A report needs a non-empty title.")
+        raise rejected("reports", "empty-title", "A report needs a non-empty title.")
     if len(title) > MAX_TITLE_CHARS:
-        raise _reject(
+        raise rejected(
+            "reports",
             "title-too-long",
             f"The report title is {len(title):,} characters; the limit is {MAX_TITLE_CHARS:,}.",
             chars=len(title),
         )
     if not isinstance(body, str) or not body.strip():
-        raise _reject("empty-body", "A report needs a non-empty body.")
+        raise rejected("reports", "empty-body", "A report needs a non-empty body.")
     if len(body) > MAX_BODY_CHARS:
-        raise _reject(
+        raise rejected(
+            "reports",
             "body-too-long",
             f"The report body is {len(body):,} characters; the limit is {MAX_BODY_CHARS:,}. "
             "Shorten it, split it into several reports, or store it as a document.",
@@ -127,7 +124,7 @@ async def write_report(
     title = title.strip()
     cleaned = _clean_keywords(keywords)
     if source_workflow is not None and not isinstance(source_workflow, str):
-        raise _reject("invalid-source-workflow", "source_workflow must be a string.")
+        raise rejected("reports", "invalid-source-workflow", "source_workflow must be a string.")
     node_scope = resolve_scope(caller, scope)
     now = datetime.now(UTC)
     minute_key = f"{title}@{now:%Y-%m-%dT%H:%M}Z"
@@ -139,7 +136,8 @@ async def write_report(
         params,
     )
     if existing and not existing[0]["visible"]:
-        raise _reject(
+        raise rejected(
+            "reports",
             "hidden-report",
             "A report with this title was already written this minute where this caller may "
             "not update it; use another title or write again next minute.",
@@ -198,7 +196,7 @@ async def write_report(
         },
     )
     if not rows:
-        raise _reject("hidden-report", "That report cannot be updated by this caller.")
+        raise rejected("reports", "hidden-report", "That report cannot be updated by this caller.")
     report_id, created = str(rows[0]["id"]), bool(rows[0]["created"])
     log.info(
         "[reports] op=write id=%s created=%s scope=%s chars=%d embedded=%s",

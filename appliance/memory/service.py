@@ -34,14 +34,14 @@ from appliance.config import Settings
 from appliance.memory import conversations, lifecycle, reports
 from appliance.memory import reindex as reindexing
 from appliance.memory.embedder import Embedder
-from appliance.memory.errors import EngineError, GraphError, SchemaDimensionMismatch
+from appliance.memory.errors import EngineError, GraphError, SchemaDimensionMismatch, WriteRejected
 from appliance.memory.graph import Graph
 from appliance.memory.guards import Caller, GuardError
 from appliance.memory.ingest import Ingester, IngestRequest
 from appliance.memory.render import render_structured
 from appliance.memory.schema import apply_schema
 from appliance.memory.search import Searcher, SearchRequest
-from appliance.memory.write import Edge, Writer, WriteRejected, WriteRequest
+from appliance.memory.write import Edge, Writer, WriteRequest
 from appliance.rpc.server import RpcServer, report_progress
 
 log = logging.getLogger(__name__)

@@ -24,7 +24,7 @@ from functools import cache
 from typing import Any
 
 from appliance.memory.chunking import content_hash, summary
-from appliance.memory.errors import EngineError
+from appliance.memory.errors import EngineError, rejected
 from appliance.memory.graph import Graph
 from appliance.memory.guards import SCOPES, Caller
 from appliance.memory.schema import read_statements
@@ -50,18 +50,12 @@ _REL_TYPE = re.compile(r"^[A-Z][A-Z0-9_]{0,63}$")
 _LABEL_IN_SCHEMA = re.compile(r"FOR \(n:(\w+)\) REQUIRE n\.id IS UNIQUE")
 
 
-class WriteRejected(EngineError):
-    """The write was refused; nothing was written."""
-
-    code = "write-rejected"
-
-
 @cache
 def writable_labels() -> frozenset[str]:
     """Labels the schema declares (each has a unique ``id``): the only ones writes may use."""
-    return frozenset(
-        m.group(1) for s in read_statements() if (m := _LABEL_IN_SCHEMA.search(s))
-    ) - {"Account"}
+    return frozenset(m.group(1) for s in read_statements() if (m := _LABEL_IN_SCHEMA.search(s))) - {
+        "Account"
+    }
 
 
 @dataclass
@@ -87,19 +81,14 @@ class WriteRequest:
     agents: Sequence[str] | None = None
 
 
-def _reject(reason: str, message: str, **fields: Any) -> WriteRejected:
-    detail = " ".join(f"{k}={v}" for k, v in fields.items())
-    log.error("[graph-write] reject reason=%s %s", reason, detail)
-    return WriteRejected(message)
-
-
 def _check_value(key: str, value: Any) -> None:
     scalar = (str, int, float, bool)
     if isinstance(value, scalar) or (
         isinstance(value, list) and all(isinstance(v, scalar) for v in value)
     ):
         return
-    raise _reject(
+    raise rejected(
+        "graph-write",
         "invalid-property",
         f"Property {key!r} must be a string, number, boolean or a list of them.",
         key=key,
@@ -109,15 +98,16 @@ def _check_value(key: str, value: Any) -> None:
 def validate(caller: Caller, request: WriteRequest) -> dict[str, Any]:
     """Check a request against the caller and the schema; return the properties to set."""
     if request.label not in writable_labels():
-        raise _reject(
+        raise rejected(
+            "graph-write",
             "unknown-label",
-            f"{request.label!r} is not a label of the memory graph "
-            f"(see schema/schema.cypher).",
+            f"{request.label!r} is not a label of the memory graph (see schema/schema.cypher).",
             label=request.label,
         )
     claimed = request.properties.get("accountId")
     if claimed is not None and claimed != caller.account_id:
-        raise _reject(
+        raise rejected(
+            "graph-write",
             "invalid-account-id",
             "accountId must be this device's account; writes to other accounts are refused.",
             claimed=claimed,
@@ -126,7 +116,9 @@ def validate(caller: Caller, request: WriteRequest) -> dict[str, Any]:
     props: dict[str, Any] = {}
     for key, value in request.properties.items():
         if not _IDENTIFIER.match(key):
-            raise _reject("invalid-property", f"{key!r} is not a valid property name.", key=key)
+            raise rejected(
+                "graph-write", "invalid-property", f"{key!r} is not a valid property name.", key=key
+            )
         if key in RESERVED:
             continue
         if value is None:
@@ -134,16 +126,25 @@ def validate(caller: Caller, request: WriteRequest) -> dict[str, Any]:
         _check_value(key, value)
         props[key] = value
     if request.scope is not None and request.scope not in SCOPES:
-        raise _reject("invalid-scope", f"scope must be one of {', '.join(SCOPES)}.")
+        raise rejected("graph-write", "invalid-scope", f"scope must be one of {', '.join(SCOPES)}.")
     if caller.scopes is not None and (request.scope or "admin") not in caller.scopes:
-        raise _reject(
-            "scope-not-allowed", "This caller may not write at that scope.", scope=request.scope
+        raise rejected(
+            "graph-write",
+            "scope-not-allowed",
+            "This caller may not write at that scope.",
+            scope=request.scope,
         )
     for edge in request.edges:
         if not _REL_TYPE.match(edge.type) or edge.direction not in ("in", "out"):
-            raise _reject("invalid-edge", f"Edge {edge.type!r}/{edge.direction!r} is not valid.")
+            raise rejected(
+                "graph-write",
+                "invalid-edge",
+                f"Edge {edge.type!r}/{edge.direction!r} is not valid.",
+            )
         if edge.to_label not in writable_labels():
-            raise _reject("invalid-edge", f"{edge.to_label!r} is not a label of the graph.")
+            raise rejected(
+                "graph-write", "invalid-edge", f"{edge.to_label!r} is not a label of the graph."
+            )
     return props
 
 
@@ -185,7 +186,8 @@ class Writer:
             {"id": node_id},
         )
         if existing and existing[0]["account"] != caller.account_id:
-            raise _reject(
+            raise rejected(
+                "graph-write",
                 "invalid-account-id",
                 "That id belongs to another account; writes to other accounts are refused.",
                 id=node_id,
@@ -198,8 +200,10 @@ class Writer:
         text = embedding_text(label, stored)
         digest = content_hash(text) if text else None
         embedding: list[float] | None = None
-        fresh = bool(existing) and existing[0]["hash"] == digest and (
-            existing[0]["model"] == self.model_name
+        fresh = (
+            bool(existing)
+            and existing[0]["hash"] == digest
+            and (existing[0]["model"] == self.model_name)
         )
         if text and not fresh:
             try:
@@ -236,7 +240,12 @@ class Writer:
             },
         )
         if not rows:
-            raise _reject("invalid-account-id", "That id belongs to another account.", id=node_id)
+            raise rejected(
+                "graph-write",
+                "invalid-account-id",
+                "That id belongs to another account.",
+                id=node_id,
+            )
         for edge in request.edges:
             await self._edge(caller, label, node_id, edge)
         if label in PROVENANCE_LABELS:
@@ -268,7 +277,8 @@ class Writer:
             {"id": node_id, "to": edge.to_id, "account": caller.account_id},
         )
         if not rows or rows[0]["linked"] == 0:
-            raise _reject(
+            raise rejected(
+                "graph-write",
                 "edge-target-missing",
                 f"No {edge.to_label} with id {edge.to_id} in this account to link to.",
                 to=edge.to_id,

@@ -8,9 +8,8 @@ from typing import Any
 import pytest
 
 from appliance.memory.conversations import conversation_search, record_message
-from appliance.memory.errors import ModelLoadFailed
+from appliance.memory.errors import ModelLoadFailed, WriteRejected
 from appliance.memory.guards import Caller
-from appliance.memory.write import WriteRejected
 from tests.memory.conftest import Memory
 
 pytestmark = pytest.mark.anyio

@@ -8,11 +8,12 @@ from typing import Any
 import pytest
 
 from appliance.memory import lifecycle
+from appliance.memory.errors import WriteRejected
 from appliance.memory.guards import Caller
 from appliance.memory.ingest import Ingester, IngestRequest
 from appliance.memory.lifecycle import purge, restore, soft_delete
 from appliance.memory.search import SearchRequest
-from appliance.memory.write import WriteRejected, WriteRequest
+from appliance.memory.write import WriteRequest
 from tests.memory.conftest import Memory
 
 pytestmark = pytest.mark.anyio

@@ -9,11 +9,11 @@ import pytest
 
 from appliance.memory.chunking import content_hash
 from appliance.memory.conversations import record_message
-from appliance.memory.errors import ModelLoadFailed
+from appliance.memory.errors import ModelLoadFailed, WriteRejected
 from appliance.memory.ingest import Ingester, IngestRequest
 from appliance.memory.reindex import reindex, reindex_text
 from appliance.memory.search import SearchRequest
-from appliance.memory.write import WriteRejected, WriteRequest
+from appliance.memory.write import WriteRequest
 from tests.memory.conftest import Memory
 
 pytestmark = pytest.mark.anyio

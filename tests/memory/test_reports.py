@@ -9,10 +9,9 @@ from typing import Any
 import anyio
 import pytest
 
-from appliance.memory.errors import ModelLoadFailed
+from appliance.memory.errors import ModelLoadFailed, WriteRejected
 from appliance.memory.guards import Caller
 from appliance.memory.reports import list_reports, read_latest_reports, write_report
-from appliance.memory.write import WriteRejected
 from tests.memory.conftest import Memory
 
 pytestmark = pytest.mark.anyio

@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from appliance.memory.errors import ModelLoadFailed
-from appliance.memory.write import Edge, Writer, WriteRejected, WriteRequest
+from appliance.memory.errors import ModelLoadFailed, WriteRejected
+from appliance.memory.write import Edge, Writer, WriteRequest
 from tests.memory.conftest import Memory
 
 pytestmark = pytest.mark.anyio
