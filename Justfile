@@ -47,3 +47,11 @@ doctor: bootstrap
 bench-embed: bootstrap
     {{root}}/build/bench-venv.sh
     "$MAXY_CACHE_DIR/bench-venv/bin/python" {{root}}/tests/bench/bench_embed.py
+
+# Retrieval quality (nDCG@10, MAP, R@100) of keyword, vector, weighted and RRF search on an IR collection.
+bench-quality DIR="../shared/ir/cranfield": bootstrap
+    {{venv}}/bin/python tests/bench/bench_quality.py {{DIR}}
+
+# memory-search latency at 10k and 100k nodes vs the sequential per-label baseline (own Neo4j).
+bench-search: bootstrap
+    {{venv}}/bin/python tests/bench/bench_search.py

@@ -61,12 +61,23 @@ ROUTES: dict[str, Route] = {
 }  # fmt: skip
 
 
-def _node_or_null(guard_predicate: str) -> str:
-    """A row per pooled node: its columns if the guards allow it, else null (counted only)."""
+# One candidate, projected only after guards and the top-$want cut: moving and decoding rows
+# that are then thrown away was most of a search's time. Backlinks only matter to boosts.
+_NODE = (
+    "{id: coalesce(n.id, elementId(n)), eid: elementId(n), labels: labels(n), "
+    "props: n {.*, embedding: null}, score: score, "
+    "backlinks: CASE WHEN $boosts THEN COUNT { (n)<--() } ELSE 0 END}"
+)
+
+
+def _pooled(source: str, allowed: str) -> str:
+    """Wrap a source of ``n, score`` rows: one row with the pool size and the allowed top $want."""
     return (
-        f"CASE WHEN {guard_predicate} THEN {{id: coalesce(n.id, elementId(n)), "
-        "eid: elementId(n), labels: labels(n), props: n {.*, embedding: null}, "
-        "backlinks: COUNT { (n)<--() }} END AS node"
+        source + " WITH collect({n: n, score: score}) AS pool "
+        "CALL (pool) { UNWIND pool AS hit WITH hit.n AS n, hit.score AS score "
+        f"WHERE {allowed} WITH n, score ORDER BY score DESC LIMIT $want "
+        f"RETURN collect({_NODE}) AS allowed }} "
+        "RETURN size(pool) AS pooled, allowed"
     )
 
 
@@ -144,27 +155,29 @@ class Searcher:
         return unique[:MAX_PARAPHRASES]
 
     async def _subscriptions(
-        self, caller: Caller, keywords: Sequence[str], want: int
+        self, caller: Caller, keywords: Sequence[str], want: int, boosts: bool
     ) -> list[dict[str, Any]]:
         """Nodes matching a public agent's keyword subscriptions (scope guard, no agent tag)."""
         rows: list[dict[str, Any]] = []
-        scoped = caller.params() | {"agent": None}  # the agent tag does not apply here
+        # The agent tag does not apply to subscriptions.
+        scoped = caller.params() | {"agent": None, "boosts": boosts, "want": want}
         for keyword in list(keywords)[:MAX_SUBSCRIPTIONS]:
             query = keyword_query(keyword)
             if query is not None:
-                cypher = (
+                cypher = _pooled(
                     f"CALL db.index.fulltext.queryNodes('{FULLTEXT_INDEX}', $q, {{limit: $k}}) "
-                    f"YIELD node AS n, score RETURN {_node_or_null(guard('n'))}, score "
-                    "ORDER BY score DESC"
+                    "YIELD node AS n, score",
+                    guard("n"),
                 )
                 rows += await self._fill(cypher, {**scoped, "q": query}, want)
             # A node that lists the keyword in its `keywords` property matches fully (1.0).
             listed, _ = await self.graph.run(
                 "MATCH (n) WHERE n.accountId = $account AND $kw IN coalesce(n.keywords, []) "
-                f"AND {guard('n')} RETURN {_node_or_null('true')}, 1.0 AS score LIMIT $k",
-                {**scoped, "kw": keyword, "k": want},
+                f"AND {guard('n')} WITH n, 1.0 AS score LIMIT $want "
+                f"RETURN collect({_NODE}) AS allowed",
+                {**scoped, "kw": keyword},
             )
-            rows += [{**r["node"], "score": r["score"], "exact": True} for r in listed if r["node"]]
+            rows += [{**node, "exact": True} for node in listed[0]["allowed"]] if listed else []
         return rows
 
     def forget_indexes(self) -> None:
@@ -183,7 +196,12 @@ class Searcher:
         return self._indexes
 
     async def _vector(
-        self, caller: Caller, vector: list[float], labels: Sequence[str] | None, want: int
+        self,
+        caller: Caller,
+        vector: list[float],
+        labels: Sequence[str] | None,
+        want: int,
+        boosts: bool = False,
     ) -> list[dict[str, Any]]:
         indexes = await self.vector_indexes()
         chosen = {lb: ix for lb, ix in indexes.items() if labels is None or lb in labels}
@@ -194,15 +212,20 @@ class Searcher:
             "WHERE n.accountId = $account LIMIT $k) SCORE AS score RETURN n, score"
             for label, index in sorted(chosen.items())
         ]
-        cypher = (
-            "CYPHER 25 CALL () { "
-            + " UNION ALL ".join(branches)
-            + f" }} RETURN {_node_or_null(guard_after_search('n'))}, score ORDER BY score DESC"
+        cypher = _pooled(
+            "CYPHER 25 CALL () { " + " UNION ALL ".join(branches) + " }",
+            guard_after_search("n"),
         )
-        return await self._fill(cypher, {**caller.params(), "vector": vector}, want)
+        params = {**caller.params(), "vector": vector, "boosts": boosts, "want": want}
+        return await self._fill(cypher, params, want)
 
     async def _keyword(
-        self, caller: Caller, text: str, labels: Sequence[str] | None, want: int
+        self,
+        caller: Caller,
+        text: str,
+        labels: Sequence[str] | None,
+        want: int,
+        boosts: bool = False,
     ) -> list[dict[str, Any]]:
         # Lucene allows 1024 clauses and each term expands over every indexed property.
         query = keyword_query(" ".join(text.split()[:MAX_QUERY_TERMS]))
@@ -211,21 +234,29 @@ class Searcher:
         allowed = guard("n")
         if labels is not None:
             allowed = f"({allowed} AND any(l IN labels(n) WHERE l IN $labels))"
-        cypher = (
+        cypher = _pooled(
             f"CALL db.index.fulltext.queryNodes('{FULLTEXT_INDEX}', $q, {{limit: $k}}) "
-            f"YIELD node AS n, score RETURN {_node_or_null(allowed)}, score ORDER BY score DESC"
+            "YIELD node AS n, score",
+            allowed,
         )
-        params = {**caller.params(), "q": query, "labels": list(labels or [])}
+        params = {
+            **caller.params(),
+            "q": query,
+            "labels": list(labels or []),
+            "boosts": boosts,
+            "want": want,
+        }
         return await self._fill(cypher, params, want)
 
     async def _fill(self, cypher: str, params: dict[str, Any], want: int) -> list[dict[str, Any]]:
         """Over-fetch; while guards leave fewer than ``want`` of a full pool, widen the pool."""
-        k = max(want * 4, 40)
+        k = want
         while True:
             rows, _ = await self.graph.run(cypher, {**params, "k": k})
-            allowed = [{**row["node"], "score": row["score"]} for row in rows if row["node"]]
+            pooled = int(rows[0]["pooled"]) if rows else 0
+            allowed: list[dict[str, Any]] = rows[0]["allowed"] if rows else []
             # Fewer pooled rows than k: the indexes had nothing more to give.
-            if len(allowed) >= want or len(rows) < k or k >= MAX_FETCH:
+            if len(allowed) >= want or pooled < k or k >= MAX_FETCH:
                 return allowed[:want]
             k = min(k * 4, MAX_FETCH)
 
@@ -268,16 +299,21 @@ class Searcher:
         vector_only = False
         for query in queries:
             vector = await self.embed_query(query)
-            paths.append((await self._vector(caller, vector, labels, want), "vector"))
+            vector_rows = await self._vector(caller, vector, labels, want, request.boosts)
+            paths.append((vector_rows, "vector"))
             try:
-                paths.append((await self._keyword(caller, query, labels, want), "keyword"))
+                keyword_rows = await self._keyword(caller, query, labels, want, request.boosts)
+                paths.append((keyword_rows, "keyword"))
             except GraphQueryFailed as err:
                 if FULLTEXT_INDEX not in str(err):
                     raise
                 log.warning("[graph-search:hybrid] warn=no-fulltext-index fallback=vector-only")
                 vector_only = True
         if request.subscriptions and not vector_only:
-            paths.append((await self._subscriptions(caller, request.subscriptions, want), "sub"))
+            subscribed = await self._subscriptions(
+                caller, request.subscriptions, want, request.boosts
+            )
+            paths.append((subscribed, "sub"))
 
         candidates: dict[str, Candidate] = {}
         eids: dict[str, str] = {}
