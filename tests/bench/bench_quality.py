@@ -1,0 +1,328 @@
+"""Retrieval quality of ``memory-search`` on an IR collection in BEIR layout.
+
+Run with ``just bench-quality [DIR]`` (default: the shared Cranfield collection). The benchmark
+starts its own Neo4j in a temporary data directory, ingests every document of ``corpus.jsonl``
+through :class:`~appliance.memory.ingest.Ingester` with the real model into a fresh account,
+runs every query of ``queries.jsonl`` through :meth:`Searcher.search` in four configurations
+(keyword-only, vector-only, weighted sum, RRF) and scores them against ``qrels.tsv``.
+
+Results are nodes (documents, sections, chunks); each is mapped to its corpus document and the
+list is deduplicated to documents in ranked order (a document keeps its best rank). Metrics:
+nDCG@10 with linear gain = grade and a log2 discount (grades <= 0 give no gain and never enter
+the ideal ranking), MAP and Recall@100 with binary relevance (grade > 0). Averages are over the
+queries with at least one relevant document; a relevant document that could not be ingested
+(empty text) stays in the judgments, so it counts as missed. The output is a table followed by
+one line of JSON. Nothing here tunes the engine to the collection.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import logging
+import math
+import os
+import shutil
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from appliance.config import Settings, load_settings
+from appliance.graphdb.instance import Neo4jInstance, wait_for_bolt
+from appliance.memory.embedder import Embedder
+from appliance.memory.errors import WriteRejected
+from appliance.memory.graph import Graph
+from appliance.memory.guards import Caller
+from appliance.memory.hits import Candidate
+from appliance.memory.ingest import Ingester, IngestRequest
+from appliance.memory.schema import apply_schema
+from appliance.memory.search import Searcher, SearchRequest
+
+REPO = Path(__file__).resolve().parents[2]
+DEFAULT_DIR = REPO.parent / "shared" / "ir" / "cranfield"
+LIMIT = 100
+NDCG_AT = 10
+# name -> the SearchRequest fields that make the configuration; everything else is default.
+CONFIGS: dict[str, dict[str, Any]] = {
+    "keyword": {"vector_weight": 0.0, "keyword_weight": 1.0},
+    "vector": {"vector_weight": 1.0, "keyword_weight": 0.0},
+    "weighted": {},
+    "rrf": {"mode": "rrf"},
+}
+Qrels = dict[str, dict[str, int]]  # query id -> doc id -> grade
+
+
+@dataclass
+class Collection:
+    """The three files of a BEIR-layout collection, parsed."""
+
+    name: str
+    corpus: list[dict[str, str]]
+    queries: dict[str, str]
+    qrels: Qrels
+
+
+def load_collection(directory: Path) -> Collection:
+    """Read corpus.jsonl ({_id,title,text}), queries.jsonl ({_id,text}) and qrels.tsv."""
+    with (directory / "corpus.jsonl").open(encoding="utf-8") as handle:
+        corpus = [json.loads(line) for line in handle if line.strip()]
+    with (directory / "queries.jsonl").open(encoding="utf-8") as handle:
+        queries = {str(q["_id"]): str(q["text"]) for q in map(json.loads, handle) if q}
+    qrels: Qrels = {}
+    with (directory / "qrels.tsv").open(encoding="utf-8") as handle:
+        for line in handle:
+            cols = line.rstrip("\n").split("\t")
+            if len(cols) < 3 or cols[0] == "query-id":  # the header line
+                continue
+            qrels.setdefault(cols[0], {})[cols[1]] = int(cols[2])
+    return Collection(directory.resolve().name, corpus, queries, qrels)
+
+
+def judged(collection_queries: Mapping[str, str], qrels: Qrels) -> list[str]:
+    """The query ids with at least one relevant (grade > 0) document."""
+    return [q for q in collection_queries if any(g > 0 for g in qrels.get(q, {}).values())]
+
+
+def free_port() -> int:
+    """A TCP port nobody listens on right now."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+@contextmanager
+def neo4j_server(data_dir: Path) -> Iterator[Settings]:
+    """A fresh Neo4j on a free port in ``data_dir``, stopped on exit (like tests/conftest.py)."""
+    # Keep the cache and a chosen model; drop every other MAXY_* so the dev store is untouched.
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith("MAXY_") or k == "MAXY_CACHE_DIR" or k.startswith("MAXY_EMBED_")
+    }
+    env.setdefault("MAXY_CACHE_DIR", str(Path("~/.cache/maxy").expanduser()))
+    env.update(
+        MAXY_DATA_DIR=str(data_dir),
+        MAXY_NEO4J_URI=f"bolt://127.0.0.1:{free_port()}",
+        MAXY_NEO4J_HEAP="1g",
+        MAXY_NEO4J_PAGECACHE="256m",
+    )
+    settings = load_settings(env)
+    instance = Neo4jInstance.from_settings(settings, env)
+    proc = instance.spawn(instance.console_log)
+    try:
+        wait_for_bolt(instance, 180.0, proc)
+        yield settings
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(60)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+
+
+def doc_of(cand: Candidate) -> str | None:
+    """The corpus id behind a result: every ingested node carries ``attachmentId``."""
+    value = cand.props.get("attachmentId")
+    return str(value) if value is not None else None
+
+
+def ranked_docs(results: Sequence[Candidate]) -> list[str]:
+    """Corpus ids in ranked order, each at its best rank."""
+    seen: dict[str, None] = {}
+    for cand in results:
+        doc = doc_of(cand)
+        if doc is not None:
+            seen.setdefault(doc, None)
+    return list(seen)
+
+
+def ndcg(ranking: Sequence[str], grades: Mapping[str, int], k: int = NDCG_AT) -> float:
+    """nDCG@k with gain = grade (grades <= 0 give nothing) and discount log2(rank + 1)."""
+    dcg = sum(max(grades.get(d, 0), 0) / math.log2(i + 2) for i, d in enumerate(ranking[:k]))
+    ideal = sorted((g for g in grades.values() if g > 0), reverse=True)[:k]
+    idcg = sum(g / math.log2(i + 2) for i, g in enumerate(ideal))
+    return dcg / idcg if idcg > 0 else 0.0
+
+
+def average_precision(ranking: Sequence[str], relevant: set[str]) -> float:
+    """AP over the whole returned list, divided by every relevant document."""
+    hits, total = 0, 0.0
+    for i, doc in enumerate(ranking):
+        if doc in relevant:
+            hits += 1
+            total += hits / (i + 1)
+    return total / len(relevant) if relevant else 0.0
+
+
+def recall(ranking: Sequence[str], relevant: set[str], k: int = LIMIT) -> float:
+    """Share of the relevant documents found in the first ``k``."""
+    return len(relevant & set(ranking[:k])) / len(relevant) if relevant else 0.0
+
+
+async def ingest(
+    ingester: Ingester, caller: Caller, corpus: list[dict[str, str]]
+) -> tuple[int, list[str], int]:
+    """Ingest every document; return how many went in, the ids refused, and nodes written."""
+    done, nodes, refused = 0, 0, []
+    for i, doc in enumerate(corpus, 1):
+        doc_id = str(doc["_id"])
+        title = str(doc.get("title") or "").strip() or doc_id
+        try:
+            out = await ingester.ingest(
+                caller,
+                IngestRequest(title=title, text=str(doc.get("text") or ""), attachment_id=doc_id),
+            )
+        except WriteRejected as err:  # e.g. an empty document: reported, not fatal
+            refused.append(doc_id)
+            print(f"  refused doc {doc_id}: {err}", file=sys.stderr)
+            continue
+        done += 1
+        nodes += 1 + int(out["sections"]) + int(out["chunks"])
+        if i % 200 == 0:
+            print(f"  ingested {i}/{len(corpus)}", file=sys.stderr)
+    return done, refused, nodes
+
+
+async def evaluate(
+    searcher: Searcher, caller: Caller, queries: dict[str, str], qrels: Qrels
+) -> tuple[dict[str, dict[str, float]], list[float]]:
+    """Run every judged query in every configuration; return mean metrics and latencies."""
+    figures: dict[str, dict[str, float]] = {}
+    latencies: list[float] = []
+    for name, fields in CONFIGS.items():
+        per: dict[str, list[float]] = {
+            "ndcg@10": [],
+            "map": [],
+            "recall@100": [],
+            "docs_per_query": [],
+        }
+        times: list[float] = []
+        for qid in judged(queries, qrels):
+            request = SearchRequest(
+                query=queries[qid], labels=None, limit=LIMIT, expand_hops=0, **fields
+            )
+            started = time.perf_counter()
+            result = await searcher.search(caller, request)
+            times.append((time.perf_counter() - started) * 1000)
+            ranking = ranked_docs(result.results)
+            grades = qrels[qid]
+            relevant = {d for d, g in grades.items() if g > 0}
+            per["ndcg@10"].append(ndcg(ranking, grades))
+            per["map"].append(average_precision(ranking, relevant))
+            per["recall@100"].append(recall(ranking, relevant))
+            per["docs_per_query"].append(float(len(ranking)))
+        figures[name] = {key: round(statistics.fmean(vals), 4) for key, vals in per.items()}
+        figures[name]["ms_p50"] = round(statistics.median(times), 1)
+        latencies.extend(times)
+        print(f"  {name}: done", file=sys.stderr)
+    return figures, latencies
+
+
+async def run(collection: Collection, settings: Settings) -> dict[str, Any]:
+    """Schema, ingest and evaluation against the started server; return every figure."""
+    embedder = Embedder(
+        settings.embed_model_path,
+        max_chars=settings.embed_max_chars,
+        threads=settings.embed_threads,
+    )
+    graph = Graph(
+        settings.neo4j_uri, settings.neo4j_user, settings.neo4j_password_path.read_text().strip()
+    )
+    try:
+
+        async def embed(text: str) -> list[float]:
+            return [float(x) for x in embedder.embed(text)]
+
+        await apply_schema(graph, embedder.dimension)
+        caller = Caller(account_id=f"bench-{uuid.uuid4()}")  # scopes=None: the admin agent
+        started = time.monotonic()
+        done, refused, nodes = await ingest(
+            Ingester(graph, embed, embedder.model_name), caller, collection.corpus
+        )
+        ingest_s = time.monotonic() - started
+        await graph.run("CALL db.awaitIndexes(300)")  # searches must see every node
+        figures, latencies = await evaluate(
+            Searcher(graph, embed), caller, collection.queries, collection.qrels
+        )
+    finally:
+        await graph.close()
+        embedder.close()
+    return {
+        "bench": "quality",
+        "collection": collection.name,
+        "model": embedder.model_name,
+        "docs": done,
+        "docs_refused": refused,
+        "nodes": nodes,
+        "queries": len(judged(collection.queries, collection.qrels)),
+        **figures,
+        "ingest_s": round(ingest_s, 1),
+        "query_ms_p50": round(statistics.median(latencies), 1),
+        "query_ms_p95": round(statistics.quantiles(latencies, n=20)[-1], 1),
+    }
+
+
+def verdict(out: Mapping[str, Any]) -> tuple[bool, str]:
+    """Whether the better hybrid beats the better single path on nDCG@10, in words."""
+    hybrid = max(("weighted", "rrf"), key=lambda n: out[n]["ndcg@10"])
+    single = max(("keyword", "vector"), key=lambda n: out[n]["ndcg@10"])
+    h, s = out[hybrid]["ndcg@10"], out[single]["ndcg@10"]
+    word = "BEATS" if h > s else "does NOT beat"
+    return h > s, f"hybrid ({hybrid} {h:.4f}) {word} the best single path ({single} {s:.4f})"
+
+
+def report(out: dict[str, Any]) -> None:
+    """Print the table, the verdict and the final JSON line."""
+    print(
+        f"\n{out['collection']}: {out['docs']} docs ({out['nodes']} nodes, refused "
+        f"{out['docs_refused'] or 'none'}), {out['queries']} queries, model {out['model']}"
+    )
+    print(f"{'config':<10}{'nDCG@10':>9}{'MAP':>9}{'R@100':>9}{'docs/q':>9}{'ms p50':>9}")
+    for name in CONFIGS:
+        f = out[name]
+        print(
+            f"{name:<10}{f['ndcg@10']:>9.4f}{f['map']:>9.4f}{f['recall@100']:>9.4f}"
+            f"{f['docs_per_query']:>9.1f}{f['ms_p50']:>9.1f}"
+        )
+    print(
+        f"ingest {out['ingest_s']} s; query ms p50 {out['query_ms_p50']} p95 {out['query_ms_p95']}"
+    )
+    out["hybrid_beats_single"], words = verdict(out)
+    print(words)
+    print(json.dumps(out))
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point: ``bench_quality.py [DIR]``."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("dir", nargs="?", type=Path, default=DEFAULT_DIR)
+    args = parser.parse_args(argv)
+    directory: Path = args.dir if args.dir.is_absolute() else (Path.cwd() / args.dir)
+    logging.basicConfig(level=logging.WARNING, format="%(message)s")
+    collection = load_collection(directory)
+    wall = time.monotonic()
+    data_dir = Path(tempfile.mkdtemp(prefix="maxy-bench-quality-"))
+    try:
+        with neo4j_server(data_dir) as settings:
+            out = asyncio.run(run(collection, settings))
+    finally:
+        shutil.rmtree(data_dir, ignore_errors=True)
+    out["wall_s"] = round(time.monotonic() - wall, 1)
+    report(out)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
