@@ -22,7 +22,7 @@ import pytest
 
 from appliance.accounts import create_account
 from appliance.config import Settings, load_settings
-from appliance.graphdb.instance import Neo4jInstance, wait_for_bolt
+from appliance.graphdb.instance import Neo4jInstance, running
 from appliance.memory.embedder import Embedder
 
 REPO = Path(__file__).resolve().parent.parent
@@ -76,17 +76,8 @@ def neo4j_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Neo4jServ
     )
     settings = load_settings(env)
     instance = Neo4jInstance.from_settings(settings, env)
-    proc = instance.spawn(instance.console_log)
-    try:
-        wait_for_bolt(instance, 180.0, proc)
+    with running(instance) as proc:
         yield Neo4jServer(settings.neo4j_uri, settings.neo4j_password_path, instance, proc)
-    finally:
-        os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(60)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
 
 
 @pytest.fixture(scope="session")

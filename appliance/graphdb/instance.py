@@ -20,7 +20,8 @@ import secrets
 import signal
 import subprocess
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -335,3 +336,26 @@ def wait_for_bolt(
             return
         time.sleep(0.5)
     raise StartFailed(f"Neo4j did not answer at {uri} within {wait:.0f} s ({reason}).")
+
+
+def stop_process_group(proc: subprocess.Popen[bytes], wait: float = 60.0) -> None:
+    """SIGTERM a server's process group, SIGKILL it if it outlives ``wait`` seconds."""
+    if proc.poll() is not None:
+        return
+    os.killpg(proc.pid, signal.SIGTERM)
+    try:
+        proc.wait(wait)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+
+
+@contextmanager
+def running(instance: Neo4jInstance, wait: float = 180.0) -> Iterator[subprocess.Popen[bytes]]:
+    """Run the server for the length of a block (tests, benchmarks), then stop it."""
+    proc = instance.spawn(instance.console_log)
+    try:
+        wait_for_bolt(instance, wait, proc)
+        yield proc
+    finally:
+        stop_process_group(proc)

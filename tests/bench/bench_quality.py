@@ -24,10 +24,8 @@ import logging
 import math
 import os
 import shutil
-import signal
 import socket
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -39,7 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from appliance.config import Settings, load_settings
-from appliance.graphdb.instance import Neo4jInstance, wait_for_bolt
+from appliance.graphdb.instance import Neo4jInstance, running
 from appliance.memory.embedder import Embedder
 from appliance.memory.errors import WriteRejected
 from appliance.memory.graph import Graph
@@ -118,18 +116,8 @@ def neo4j_server(data_dir: Path) -> Iterator[Settings]:
         MAXY_NEO4J_PAGECACHE="256m",
     )
     settings = load_settings(env)
-    instance = Neo4jInstance.from_settings(settings, env)
-    proc = instance.spawn(instance.console_log)
-    try:
-        wait_for_bolt(instance, 180.0, proc)
+    with running(Neo4jInstance.from_settings(settings, env)):
         yield settings
-    finally:
-        os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(60)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
 
 
 def doc_of(cand: Candidate) -> str | None:

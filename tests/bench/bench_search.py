@@ -19,9 +19,7 @@ import os
 import random
 import re
 import shutil
-import signal
 import socket
-import subprocess
 import tempfile
 import time
 from collections import defaultdict
@@ -32,7 +30,7 @@ from typing import Any
 import numpy as np
 
 from appliance.config import load_settings
-from appliance.graphdb.instance import Neo4jInstance, wait_for_bolt
+from appliance.graphdb.instance import Neo4jInstance, running
 from appliance.memory.embedder import Embedder, Vector
 from appliance.memory.graph import Graph
 from appliance.memory.guards import Caller, guard, guard_after_search
@@ -304,17 +302,8 @@ def neo4j_server(home: Path) -> Iterator[tuple[str, str]]:
     env["MAXY_NEO4J_URI"] = f"bolt://127.0.0.1:{port}"
     settings = load_settings(env)
     instance = Neo4jInstance.from_settings(settings, env)
-    proc = instance.spawn(instance.console_log)
-    try:
-        wait_for_bolt(instance, 180.0, proc)
+    with running(instance):
         yield settings.neo4j_uri, instance.password_file.read_text().strip()
-    finally:
-        os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(60)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
 
 
 async def run(embedder: Embedder, uri: str, password: str, cache_dir: Path) -> dict[str, Any]:
