@@ -20,7 +20,7 @@ from urllib.parse import urlsplit
 
 from appliance.config import Settings
 from appliance.graphdb.errors import Neo4jSetupError
-from appliance.graphdb.instance import Neo4jInstance, wait_for_bolt
+from appliance.graphdb.instance import Neo4jInstance, stop_process_group, wait_for_bolt
 from appliance.ports import check_port_free
 
 log = logging.getLogger(__name__)
@@ -84,13 +84,7 @@ class Child:
         proc = self.proc
         if proc is None or proc.poll() is not None:
             return
-        os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(STOP_TIMEOUT)
-        except subprocess.TimeoutExpired:
-            log.warning("[supervisor] op=stop warn=sigkill child=%s", self.name)
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
+        stop_process_group(proc, STOP_TIMEOUT)
         log.info("[supervisor] op=stop child=%s code=%s", self.name, proc.returncode)
 
 

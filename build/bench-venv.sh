@@ -26,16 +26,9 @@ if [ -x "$venv/bin/python" ] && [ "$(cat "$stamp" 2>/dev/null)" = "$want" ]; the
   exit 0
 fi
 
-python=${PYTHON:-}
-if [ -z "$python" ]; then
-  for candidate in python3.13 python3.12 python3.11 python3; do
-    if command -v "$candidate" >/dev/null 2>&1 &&
-       "$candidate" -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null; then
-      python=$candidate; break
-    fi
-  done
-fi
-[ -n "$python" ] || die "Python 3.11 or newer is needed: apt-get install python3 python3-venv"
+# build/bootstrap.sh (the recipe's dependency) already chose a Python: use the same one.
+[ -x "$root/.venv/bin/python" ] || die "run build/bootstrap.sh (just bootstrap) first"
+python=$("$root/.venv/bin/python" -c 'import sys; print(sys._base_executable)')
 ls "$cache/wheels"/llama_cpp_python-$llama_version-*.whl >/dev/null 2>&1 ||
   say "no cached llama-cpp-python wheel in $cache/wheels: pip will compile it (~10 min); run build/bootstrap.sh first to avoid that"
 

@@ -7,7 +7,6 @@ home) once, and stops it at the end. Nothing here fakes our own code.
 from __future__ import annotations
 
 import os
-import signal
 import socket
 import subprocess
 import sys
@@ -22,7 +21,7 @@ import pytest
 
 from appliance.accounts import create_account
 from appliance.config import Settings, load_settings
-from appliance.graphdb.instance import Neo4jInstance, running
+from appliance.graphdb.instance import Neo4jInstance, running, stop_process_group
 from appliance.memory.embedder import Embedder
 
 REPO = Path(__file__).resolve().parent.parent
@@ -148,13 +147,7 @@ class Process:
         return self.log.read_text(errors="replace")
 
     def stop(self, timeout: float = 60.0) -> int:
-        if self.proc.poll() is None:
-            os.killpg(self.proc.pid, signal.SIGTERM)
-            try:
-                self.proc.wait(timeout)
-            except subprocess.TimeoutExpired:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-                self.proc.wait()
+        stop_process_group(self.proc, timeout)
         self._out.close()
         return self.proc.returncode
 

@@ -346,6 +346,7 @@ def stop_process_group(proc: subprocess.Popen[bytes], wait: float = 60.0) -> Non
     try:
         proc.wait(wait)
     except subprocess.TimeoutExpired:
+        log.warning("[process] op=stop warn=sigkill pid=%s", proc.pid)
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
 
