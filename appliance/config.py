@@ -115,6 +115,11 @@ def _path(raw: str) -> Path:
     return Path(raw).expanduser().absolute()
 
 
+def _names(raw: str) -> tuple[str, ...]:
+    """A comma-separated list: host names, addresses or networks (empty: none)."""
+    return tuple(part.strip().lower() for part in raw.split(",") if part.strip())
+
+
 SETTINGS: tuple[Setting, ...] = (
     Setting("data_dir", Path("/data"), "Persistent data: accounts, keys, the Neo4j store.", _path),
     Setting(
@@ -132,6 +137,24 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("account_id", "", "The account this device serves; must exist under data_dir."),
     Setting("host", "0.0.0.0", "Address the edge listens on."),
     Setting("port", 19200, "TCP port of the edge (the web UI).", _port),
+    Setting(
+        "trusted_proxies",
+        (),
+        "Comma-separated addresses or networks whose X-Forwarded-For the edge believes.",
+        _names,
+    ),
+    Setting(
+        "admin_hostnames",
+        (),
+        "Comma-separated tunnel host names that reach the admin UI (remote password).",
+        _names,
+    ),
+    Setting(
+        "public_hostnames",
+        (),
+        "Comma-separated host names that serve public agents and /sites only.",
+        _names,
+    ),
     Setting("log_level", "INFO", "debug, info, warning or error.", _log_level),
     Setting("neo4j_uri", "bolt://127.0.0.1:7687", "Bolt address of Neo4j.", _bolt_uri),
     Setting("neo4j_user", "neo4j", "Neo4j user name."),
@@ -188,6 +211,12 @@ SETTINGS: tuple[Setting, ...] = (
         _bool,
     ),
     Setting(
+        "search_dedup",
+        False,
+        "Drop duplicates by slug, canonicalName and contentHash (highest score wins).",
+        _bool,
+    ),
+    Setting(
         "purge_grace_days",
         7,
         "Days a soft-deleted node is kept before the purge job deletes it.",
@@ -214,6 +243,9 @@ class Settings:
     account_id: str
     host: str
     port: int
+    trusted_proxies: tuple[str, ...]
+    admin_hostnames: tuple[str, ...]
+    public_hostnames: tuple[str, ...]
     log_level: str
     neo4j_uri: str
     neo4j_user: str
@@ -232,6 +264,7 @@ class Settings:
     search_boosts: bool
     search_routing: bool
     search_expansion: bool
+    search_dedup: bool
     purge_grace_days: int
     search_limit: int
 
@@ -264,6 +297,21 @@ class Settings:
     def engine_socket(self) -> Path:
         """Unix socket of the engine's RPC server."""
         return self.runtime_dir / "engine.sock"
+
+    @property
+    def app_socket(self) -> Path:
+        """Unix socket of the web app (the edge proxies to it)."""
+        return self.runtime_dir / "app.sock"
+
+    @property
+    def manager_socket(self) -> Path:
+        """Unix socket of the PTY session manager."""
+        return self.runtime_dir / "manager.sock"
+
+    @property
+    def cookie_key_path(self) -> Path:
+        """HMAC key of login cookies, shared by the edge and the app."""
+        return self.keys_dir / "cookie-hmac.key"
 
     def require_account_id(self) -> str:
         """Return the account id or fail naming the setting."""
@@ -317,7 +365,9 @@ def load_settings(
         if setting.env in env:
             raw, origin = env[setting.env], setting.env
         elif setting.name in file_values:
-            raw, origin = str(file_values[setting.name]), f"{setting.name} in {config_file}"
+            value = file_values[setting.name]
+            raw = ",".join(map(str, value)) if isinstance(value, list) else str(value)
+            origin = f"{setting.name} in {config_file}"
         else:
             values[setting.name] = setting.default
             continue
@@ -335,7 +385,7 @@ def settings_table() -> str:
     """Render the registry as the Markdown table kept in README.md."""
     rows = ["| setting | default | what it does |", "|---|---|---|"]
     for setting in SETTINGS:
-        if setting.default in (None, ""):
+        if setting.default in (None, "", ()):
             default = "(none)"
         elif setting.name == "cache_dir":
             default = "`~/.cache/maxy`"  # not the expanded home of whoever renders the table

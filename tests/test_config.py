@@ -49,6 +49,9 @@ DEFAULTS: list[tuple[str, Any]] = [
     ("account_id", ""),
     ("host", "0.0.0.0"),
     ("port", 19200),
+    ("trusted_proxies", ()),
+    ("admin_hostnames", ()),
+    ("public_hostnames", ()),
     ("log_level", "INFO"),
     ("neo4j_uri", "bolt://127.0.0.1:7687"),
     ("neo4j_user", "neo4j"),
@@ -67,6 +70,7 @@ DEFAULTS: list[tuple[str, Any]] = [
     ("search_boosts", False),
     ("search_routing", False),
     ("search_expansion", False),
+    ("search_dedup", False),
     ("purge_grace_days", 7),
     ("search_limit", 10),
 ]
@@ -95,6 +99,8 @@ def test_default_derived_paths(empty_toml: Path) -> None:
     assert settings.neo4j_password_path == Path("/data/keys/neo4j-password")
     assert settings.neo4j_home_path == Path("/data/neo4j")
     assert settings.engine_socket == Path("/run/maxy/engine.sock")
+    assert settings.app_socket == Path("/run/maxy/app.sock")
+    assert settings.cookie_key_path == Path("/data/keys/cookie-hmac.key")
     assert settings.embed_model_path == (
         HOME / ".cache" / "maxy" / "models" / "all-minilm-l6-v2.f16.gguf"
     )
@@ -377,3 +383,25 @@ def test_relative_paths_become_absolute(tmp_path: Path, monkeypatch: pytest.Monk
     settings = load_settings({"MAXY_DATA_DIR": "rel/data"}, config_file=Path(os.devnull))
     assert settings.data_dir == tmp_path / "rel" / "data"
     assert settings.neo4j_home_path.is_absolute()
+
+
+@pytest.mark.parametrize(
+    ("raw", "expected"),
+    [
+        ("", ()),
+        ("a.example, B.Example ,", ("a.example", "b.example")),
+        ("10.0.0.0/8", ("10.0.0.0/8",)),
+    ],
+)
+def test_host_lists_are_comma_separated_and_lower_case(
+    empty_toml: Path, raw: str, expected: tuple[str, ...]
+) -> None:
+    settings = load_settings({"MAXY_PUBLIC_HOSTNAMES": raw}, config_file=empty_toml)
+    assert settings.public_hostnames == expected
+
+
+def test_host_lists_may_be_toml_arrays(tmp_path: Path) -> None:
+    config = tmp_path / "maxy.toml"
+    config.write_text('admin_hostnames = ["admin.example", "Ops.Example"]\n')
+    settings = load_settings({}, config_file=config)
+    assert settings.admin_hostnames == ("admin.example", "ops.example")

@@ -25,6 +25,16 @@ def candidates_from_wire(results: list[dict[str, Any]]) -> list[Candidate]:
     ]
 
 
+KEYWORD_ONLY_NOTE = (
+    "(Vector ranking unavailable: the embedding model failed, so these are keyword matches "
+    "only. `maxy doctor` says what to fix.)"
+)
+
+
 def search_text(result: dict[str, Any]) -> str:
     """Render a ``search`` RPC result as the documented text blocks."""
-    return render_text(candidates_from_wire(result.get("results") or []))
+    text = render_text(candidates_from_wire(result.get("results") or []))
+    if result.get("keywordOnly"):
+        # The agent should know the ranking is weaker than usual, and why.
+        return KEYWORD_ONLY_NOTE + "\n\n" + text
+    return text

@@ -196,8 +196,9 @@ def rank(
     threshold: float = 0.0,
     limit: int = 10,
     boosts: bool = False,
+    dedup_layers: bool = False,
 ) -> RankResult:
-    """Normalise, fuse, boost, dedup, threshold, sort and slice the candidates."""
+    """Normalise, fuse, boost, dedup (when asked), threshold, sort and slice the candidates."""
     if limit < 0:
         raise ValueError(f"limit must be non-negative, got {limit}")
     normalise_keyword(cands)
@@ -215,7 +216,7 @@ def rank(
     boosted = sum(1 for c in cands if c.boosts) if boosts else 0
     # Dedup before the threshold so a duplicate is credited to its winner's trace even when
     # both would have been cut anyway.
-    kept, dropped = dedup(cands)
+    kept, dropped = dedup(cands) if dedup_layers else (list(cands), 0)
     results = sorted((c for c in kept if c.score >= threshold), key=_order)[:limit]
     counts = {
         "vector": sum(1 for c in cands if c.vector is not None),

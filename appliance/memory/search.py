@@ -10,13 +10,14 @@ over-fetched and fetched again, larger, while guards leave a path short of the l
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from appliance.memory.errors import GraphQueryFailed
+from appliance.memory.errors import EmbedError, GraphQueryFailed
 from appliance.memory.fusion import Mode, RankResult, rank
 from appliance.memory.graph import Graph
 from appliance.memory.guards import Caller, guard, guard_after_search
@@ -100,6 +101,7 @@ class SearchRequest:
     retrieval_class: str | None = None  # entity | temporal | event | general | none
     routing: bool = False
     expand_queries: bool = False
+    dedup: bool = False  # the four dedup layers (nodeId, slug, canonicalName, contentHash)
     subscriptions: Sequence[str] = ()  # a public agent's keyword subscriptions (at most 5)
 
 
@@ -110,7 +112,8 @@ class SearchResult:
     results: list[Candidate]
     counts: dict[str, int] = field(default_factory=dict)
     ms: float = 0.0
-    vector_only: bool = False
+    vector_only: bool = False  # the full-text index is missing
+    keyword_only: bool = False  # the model failed: keyword results only
 
 
 def _clean_props(props: dict[str, Any]) -> dict[str, Any]:
@@ -281,6 +284,24 @@ class Searcher:
                 for r in by_eid.get(eids[cand.node_id], [])
             ]
 
+    async def _vector_path(
+        self, caller: Caller, query: str, labels: Sequence[str] | None, want: int, boosts: bool
+    ) -> list[dict[str, Any]]:
+        vector = await self.embed_query(query)
+        return await self._vector(caller, vector, labels, want, boosts)
+
+    async def _keyword_path(
+        self, caller: Caller, query: str, labels: Sequence[str] | None, want: int, boosts: bool
+    ) -> list[dict[str, Any]] | None:
+        """Keyword rows, or None when the full-text index is missing (vector-only, no error)."""
+        try:
+            return await self._keyword(caller, query, labels, want, boosts)
+        except GraphQueryFailed as err:
+            if FULLTEXT_INDEX not in str(err):
+                raise
+            log.warning("[graph-search:hybrid] warn=no-fulltext-index fallback=vector-only")
+            return None
+
     async def search(self, caller: Caller, request: SearchRequest) -> SearchResult:
         """Run every stage and return the ranked, guarded, expanded results."""
         started = time.monotonic()
@@ -296,19 +317,30 @@ class Searcher:
             queries += await self.paraphrases(request.query)
 
         paths: list[tuple[list[dict[str, Any]], str]] = []
-        vector_only = False
+        vector_only = keyword_only = False
         for query in queries:
-            vector = await self.embed_query(query)
-            vector_rows = await self._vector(caller, vector, labels, want, request.boosts)
-            paths.append((vector_rows, "vector"))
-            try:
-                keyword_rows = await self._keyword(caller, query, labels, want, request.boosts)
-                paths.append((keyword_rows, "keyword"))
-            except GraphQueryFailed as err:
-                if FULLTEXT_INDEX not in str(err):
-                    raise
-                log.warning("[graph-search:hybrid] warn=no-fulltext-index fallback=vector-only")
+            # The two paths are independent statements: run them side by side.
+            vector_rows, keyword_rows = await asyncio.gather(
+                self._vector_path(caller, query, labels, want, request.boosts),
+                self._keyword_path(caller, query, labels, want, request.boosts),
+                return_exceptions=True,
+            )
+            if isinstance(vector_rows, EmbedError) and isinstance(keyword_rows, list):
+                log.warning(
+                    "[graph-search:hybrid] warn=embed-failed fallback=keyword-only error=%s",
+                    vector_rows.code,
+                )
+                keyword_only = True
+            elif isinstance(vector_rows, BaseException):
+                raise vector_rows
+            else:
+                paths.append((vector_rows, "vector"))
+            if keyword_rows is None:
                 vector_only = True
+            elif isinstance(keyword_rows, BaseException):
+                raise keyword_rows
+            else:
+                paths.append((keyword_rows, "keyword"))
         if request.subscriptions and not vector_only:
             subscribed = await self._subscriptions(
                 caller, request.subscriptions, want, request.boosts
@@ -346,6 +378,7 @@ class Searcher:
             threshold=request.threshold,
             limit=request.limit,
             boosts=request.boosts,
+            dedup_layers=request.dedup,
         )
         if request.expand_hops > 0:
             await self.expand(caller, ranked.results, eids)
@@ -355,7 +388,7 @@ class Searcher:
         counts = ranked.counts
         log.info(
             "[graph-search:hybrid] vector=%s bm25=%s fused=%s boosted=%s deduped=%s final=%s "
-            "mode=%s route=%s queries=%s subscriptions=%s ms=%d",
+            "mode=%s route=%s queries=%s subscriptions=%s keyword_only=%s ms=%d",
             counts.get("vector"),
             counts.get("bm25"),
             counts.get("fused"),
@@ -366,6 +399,7 @@ class Searcher:
             request.retrieval_class if route is not None else "none",
             len(queries),
             len(request.subscriptions),
+            keyword_only,
             ms,
         )
-        return SearchResult(ranked.results, counts, ms, vector_only)
+        return SearchResult(ranked.results, counts, ms, vector_only, keyword_only)

@@ -11,7 +11,8 @@ RPC methods:
 - ``embed`` ``{texts: [str]}`` → ``{model, dimension, vectors: bytes}`` (packed float32, one
   vector after another)
 - ``search`` ``{caller, query, labels?, limit?, mode?, vectorWeight?, keywordWeight?, rrfK?,
-  threshold?, boosts?, expandHops?, fields?, scopes?}`` → ``{results, counts, ms, vectorOnly}``
+  threshold?, boosts?, dedup?, expandHops?, fields?, scopes?}`` → ``{results, counts, ms, vectorOnly,
+  keywordOnly}`` (keywordOnly: the model failed, keyword results only)
 - ``write`` ``{caller, label, properties, id?, edges?, producedByTaskId?, scope?, agents?}`` →
   ``{id, created, embedded, warnings}``
 
@@ -139,6 +140,7 @@ class Engine:
             retrieval_class=params.get("retrievalClass"),
             routing=bool(params.get("routing", s.search_routing)),
             expand_queries=bool(params.get("expandQueries", s.search_expansion)),
+            dedup=bool(params.get("dedup", s.search_dedup)),
             subscriptions=caller.subscriptions,
         )
         if request.mode not in ("weighted", "rrf"):
@@ -149,6 +151,7 @@ class Engine:
             "counts": result.counts,
             "ms": round(result.ms, 1),
             "vectorOnly": result.vector_only,
+            "keywordOnly": result.keyword_only,
         }
 
     async def write(self, params: dict[str, Any]) -> dict[str, Any]:

@@ -413,7 +413,8 @@ def test_rank_dedup_counted_and_log_line() -> None:
     cands = five()
     by_id(cands)["e"].props["slug"] = "same"
     by_id(cands)["a"].props["slug"] = "same"
-    result = rank(cands, mode="weighted")
+    assert ids(rank(cands, mode="weighted").results) == ["a", "b", "c", "e", "d"]  # off
+    result = rank(cands, mode="weighted", dedup_layers=True)
     assert ids(result.results) == ["a", "b", "c", "d"]
     assert by_id(result.results)["a"].trace == ["dedup:slug dropped e (score 0.425)"]
     assert isinstance(result, RankResult)
@@ -544,9 +545,10 @@ def test_dedup_leaves_no_shared_keys(cands: list[Candidate]) -> None:
     st.floats(min_value=0.0, max_value=1.0),
     st.integers(min_value=0, max_value=12),
     st.booleans(),
+    st.booleans(),
 )
 def test_rank_output_is_sorted_limited_and_thresholded(
-    cands: list[Candidate], mode: str, threshold: float, limit: int, boosts: bool
+    cands: list[Candidate], mode: str, threshold: float, limit: int, boosts: bool, layers: bool
 ) -> None:
     result = rank(
         cands,
@@ -554,6 +556,7 @@ def test_rank_output_is_sorted_limited_and_thresholded(
         threshold=threshold,
         limit=limit,
         boosts=boosts,
+        dedup_layers=layers,
     )
     scores = [c.score for c in result.results]
     assert scores == sorted(scores, reverse=True)

@@ -167,3 +167,38 @@ async def test_without_the_fulltext_index_search_is_vector_only(memory: Memory) 
         assert result.results[0].props["name"] == "Coffee order"
     finally:
         await apply_schema(memory.graph, 384)
+
+
+async def test_a_failing_model_gives_keyword_results_flagged_keyword_only(
+    memory: Memory, caplog: pytest.LogCaptureFixture
+) -> None:
+    from appliance.memory.errors import ModelLoadFailed
+    from appliance.memory.search import Searcher
+
+    await seed(memory)
+
+    async def broken(text: str) -> list[float]:
+        raise ModelLoadFailed("the model file is corrupt")
+
+    searcher = Searcher(memory.graph, broken)
+    result = await searcher.search(memory.caller, SearchRequest("garden gate"))
+    assert result.keyword_only and not result.vector_only
+    assert result.results[0].props["name"] == "Fix the garden gate"
+    assert all(c.vector is None for c in result.results)
+    assert "warn=embed-failed fallback=keyword-only" in caplog.text
+
+
+async def test_a_failing_model_without_the_fulltext_index_is_an_error(memory: Memory) -> None:
+    from appliance.memory.errors import ModelLoadFailed
+    from appliance.memory.schema import apply_schema
+    from appliance.memory.search import Searcher
+
+    async def broken(text: str) -> list[float]:
+        raise ModelLoadFailed("the model file is corrupt")
+
+    await memory.graph.run("DROP INDEX entity_search")
+    try:
+        with pytest.raises(ModelLoadFailed):
+            await Searcher(memory.graph, broken).search(memory.caller, SearchRequest("gate"))
+    finally:
+        await apply_schema(memory.graph, 384)

@@ -1,4 +1,4 @@
-"""The optional search stages: routing, multi-query expansion, keyword subscriptions."""
+"""The optional search stages: routing, expansion, dedup, keyword subscriptions."""
 
 from __future__ import annotations
 
@@ -83,3 +83,18 @@ async def test_subscriptions_ignore_the_agent_tag_but_not_the_scope(memory: Memo
     result = await memory.searcher.search(memory.other(scopes=("public",), agent="bob"), request)
     top = next(c for c in result.results if c.props["name"] == "Warranty terms")
     assert top.keyword == 1.0
+
+
+async def test_dedup_drops_a_second_node_of_the_same_name_only_when_on(memory: Memory) -> None:
+    for description in ("Plumber in Ghent", "Plumber, Ghent; fixed the boiler"):
+        await memory.writer.write(
+            memory.caller,
+            WriteRequest("Person", {"name": "Ravi Shah", "description": description}),
+        )
+    assert await names(memory, SearchRequest("Ravi Shah plumber")) == ["Ravi Shah", "Ravi Shah"]
+    result = await memory.searcher.search(
+        memory.caller, SearchRequest("Ravi Shah plumber", dedup=True)
+    )
+    assert [c.props["name"] for c in result.results] == ["Ravi Shah"]
+    assert result.counts["deduped"] == 1
+    assert any(d.startswith("dedup:canonicalName dropped") for d in result.results[0].trace)
