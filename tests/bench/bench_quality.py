@@ -4,7 +4,8 @@ Run with ``just bench-quality [DIR]`` (default: the shared Cranfield collection)
 starts its own Neo4j in a temporary data directory, ingests every document of ``corpus.jsonl``
 through :class:`~appliance.memory.ingest.Ingester` with the real model into a fresh account,
 runs every query of ``queries.jsonl`` through :meth:`Searcher.search` in four configurations
-(keyword-only, vector-only, weighted sum, RRF) and scores them against ``qrels.tsv``.
+(keyword-only, vector-only, weighted sum, RRF) plus the boosts and dedup stages, and scores them
+against ``qrels.tsv``.
 
 Results are nodes (documents, sections, chunks); each is mapped to its corpus document and the
 list is deduplicated to documents in ranked order (a document keeps its best rank). Metrics:
@@ -57,6 +58,12 @@ CONFIGS: dict[str, dict[str, Any]] = {
     "vector": {"vector_weight": 1.0, "keyword_weight": 0.0},
     "weighted": {},
     "rrf": {"mode": "rrf"},
+    # The optional stages that need no outside service, on top of the default (weighted).
+    # Routing is not measured: without a classifier every query is "general", which is the
+    # default's label set and weights. Expansion needs the paraphraser of the agents work.
+    "weighted+boosts": {"boosts": True},
+    "weighted+dedup": {"dedup": True},
+    "rrf+boosts": {"mode": "rrf", "boosts": True},
 }
 Qrels = dict[str, dict[str, int]]  # query id -> doc id -> grade
 
@@ -277,11 +284,11 @@ def report(out: dict[str, Any]) -> None:
         f"\n{out['collection']}: {out['docs']} docs ({out['nodes']} nodes, refused "
         f"{out['docs_refused'] or 'none'}), {out['queries']} queries, model {out['model']}"
     )
-    print(f"{'config':<10}{'nDCG@10':>9}{'MAP':>9}{'R@100':>9}{'docs/q':>9}{'ms p50':>9}")
+    print(f"{'config':<16}{'nDCG@10':>9}{'MAP':>9}{'R@100':>9}{'docs/q':>9}{'ms p50':>9}")
     for name in CONFIGS:
         f = out[name]
         print(
-            f"{name:<10}{f['ndcg@10']:>9.4f}{f['map']:>9.4f}{f['recall@100']:>9.4f}"
+            f"{name:<16}{f['ndcg@10']:>9.4f}{f['map']:>9.4f}{f['recall@100']:>9.4f}"
             f"{f['docs_per_query']:>9.1f}{f['ms_p50']:>9.1f}"
         )
     print(
