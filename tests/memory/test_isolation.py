@@ -1,5 +1,10 @@
 """Isolation property: no read path ever returns a node, or a related node, the caller may not
-see — over random graphs crossing two accounts, three scopes, agents and soft deletes."""
+see — over random graphs crossing two accounts, three scopes, agents and soft deletes.
+
+Read paths: vector, keyword (both fused and alone), graph expansion of every result, keyword
+subscriptions of public agents, multi-query expansion, and conversation search (messages in
+conversations of both accounts, every scope, agent tag, session and soft delete). 40 examples
+x 5 callers x 10 queries = 2,000 searches and as many conversation searches per run."""
 
 from __future__ import annotations
 
@@ -8,9 +13,10 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
+from appliance.memory.conversations import conversation_search
 from appliance.memory.embedder import Embedder
 from appliance.memory.graph import Graph
 from appliance.memory.guards import Caller
@@ -62,18 +68,26 @@ queries = st.lists(
 CALLERS: list[dict[str, Any]] = [
     {},
     {"scopes": ("public",)},
-    {"scopes": ("public", "shared")},
-    {"scopes": ("public",), "agent": "bob"},
-    {"scopes": ("public", "shared", "admin"), "agent": "carol"},
+    {"scopes": ("public", "shared"), "session_id": "sess0"},
+    {"scopes": ("public",), "agent": "bob", "subscriptions": ("garden", "key")},
+    {"scopes": ("public", "shared", "admin"), "agent": "carol", "session_id": "sess1"},
 ]
 
 
-def may_see(caller: Caller, spec: Spec, account: str, node_account: str) -> bool:
+def may_see(
+    caller: Caller, spec: Spec, account: str, node_account: str, subscribed: bool = False
+) -> bool:
+    """The guards: account, soft delete, scope, and the agent tag (which a subscription skips)."""
     if node_account != account or spec.deleted:
         return False
     if caller.scopes is not None and spec.scope is not None and spec.scope not in caller.scopes:
         return False
-    return caller.agent is None or caller.agent in (spec.agents or ())
+    return caller.agent is None or caller.agent in (spec.agents or ()) or subscribed
+
+
+def subscribed(caller: Caller, spec: Spec) -> bool:
+    """A public agent's subscription matches this node's text or keywords."""
+    return any(word in spec.words for word in caller.subscriptions)
 
 
 async def check(
@@ -96,14 +110,14 @@ async def check(
         rows.append({
             "id": node_id, "label": spec.label, "account": account, "name": text,
             "scope": spec.scope, "agents": list(spec.agents) if spec.agents is not None else None,
-            "deleted": spec.deleted, "embedding": vectors[text],
+            "deleted": spec.deleted, "embedding": vectors[text], "keywords": list(spec.words),
         })  # fmt: skip
     try:
         for label in LABELS:
             await graph.run(
                 f"UNWIND $rows AS r WITH r WHERE r.label = '{label}' CREATE (n:`{label}`) "
                 "SET n.id = r.id, n.accountId = r.account, n.name = r.name, n.scope = r.scope, "
-                "n.agents = r.agents, n.embedding = r.embedding, "
+                "n.agents = r.agents, n.embedding = r.embedding, n.keywords = r.keywords, "
                 "n.deletedAt = CASE WHEN r.deleted THEN datetime() END",
                 {"rows": rows},
             )
@@ -116,25 +130,74 @@ async def check(
             "UNWIND $pairs AS p MATCH (a {id: p.a}), (b {id: p.b}) CREATE (a)-[:LINKS]->(b)",
             {"pairs": pairs},
         )
+        # Each node also has one message, in a conversation that shares the node's guards.
+        messages = [
+            {
+                "conv": f"{mine}-c{i}", "msg": f"{mine}-m{i}", "account": row["account"],
+                "session": f"{mine}-sess{i}", "scope": row["scope"],
+                "agents": row["agents"], "deleted": row["deleted"], "body": row["name"],
+                "embedding": row["embedding"],
+            }
+            for i, row in enumerate(rows)
+        ]  # fmt: skip
+        await graph.run(
+            "UNWIND $rows AS r CREATE (c:Conversation)-[:HAS_MESSAGE]->(m:Message) "
+            "SET c.id = r.conv, c.accountId = r.account, c.sessionId = r.session, "
+            "c.scope = r.scope, c.agents = r.agents, "
+            "c.deletedAt = CASE WHEN r.deleted THEN datetime() END, "
+            "m.id = r.msg, m.accountId = r.account, m.body = r.body, m.role = 'user', "
+            "m.scope = r.scope, m.agents = r.agents, m.embedding = r.embedding, "
+            "m.deletedAt = c.deletedAt",
+            {"rows": messages},
+        )
+        by_message = {m["msg"]: (specs[i], m["account"]) for i, m in enumerate(messages)}
+        # Search sees messages and conversations too (they are indexed labels).
+        by_id.update(by_message)
+        by_id.update({m["conv"]: (specs[i], m["account"]) for i, m in enumerate(messages)})
         await graph.run("CALL db.awaitIndexes(60)")
-        searcher = Searcher(graph, lambda text: _vector(vectors, text))
+
+        async def vector(text: str) -> list[float]:
+            return await _vector(vectors, text)
+
+        async def paraphrase(text: str) -> list[str]:
+            return [" ".join(reversed(text.split()))]
+
+        searcher = Searcher(graph, vector, expander=paraphrase)
         checked = 0
         for extra in CALLERS:
-            caller = Caller(account_id=mine, **extra)
-            for words, tail, labels, mode in query_list:
+            # Session ids are per example: the caller's names one of this graph's sessions.
+            session = extra.get("session_id")
+            fields = {**extra, "session_id": f"{mine}-{session}" if session else None}
+            caller = Caller(account_id=mine, **fields)
+            for n, (words, tail, labels, mode) in enumerate(query_list):
                 weights = (0.0, 1.0) if mode == "keyword" else (0.7, 0.3)
                 request = SearchRequest(
                     " ".join(words) + tail, labels=labels, limit=10,
                     mode="rrf" if mode == "rrf" else "weighted",
                     vector_weight=weights[0], keyword_weight=weights[1],
+                    expand_queries=n % 2 == 1, subscriptions=caller.subscriptions,
                 )  # fmt: skip
                 result = await searcher.search(caller, request)
                 for cand in result.results:
                     spec, account = by_id[cand.node_id]
-                    assert may_see(caller, spec, mine, account), (caller, cand.node_id, spec)
-                    for rel in cand.related:
+                    ok = may_see(caller, spec, mine, account, subscribed(caller, spec))
+                    assert ok, (caller, cand.node_id, spec)
+                    for rel in cand.related:  # expansion: never widened by a subscription
                         rspec, raccount = by_id[rel.node_id]
                         assert may_see(caller, rspec, mine, raccount), (caller, rel.node_id)
+                    checked += 1
+                # Conversation search: the caller's session (if any) wins over the parameter.
+                asked = f"{mine}-sess{n % len(rows)}" if n % 3 else None
+                found = await conversation_search(
+                    graph, caller, vector, " ".join(words) + tail, session_id=asked
+                )
+                for hit in found["results"]:
+                    spec, account = by_message[hit["id"]]
+                    assert may_see(caller, spec, mine, account), (caller, hit["id"], spec)
+                    if caller.session_id:
+                        assert hit["sessionId"] == caller.session_id, (caller, hit)
+                    elif asked:
+                        assert hit["sessionId"] == asked, (caller, hit)
                     checked += 1
         return checked
     finally:
@@ -150,7 +213,12 @@ async def _vector(vectors: dict[str, list[float]], text: str) -> list[float]:
 
 
 @settings(
-    max_examples=20, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+    max_examples=40,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
+    # No shrinking: each example runs 100 searches against Neo4j, so shrinking a failure takes
+    # longer than the suite's timeout. The failing example is printed as generated.
+    phases=[Phase.explicit, Phase.reuse, Phase.generate],
 )
 @given(graph=graphs, query_list=queries)
 def test_no_read_path_leaks(
