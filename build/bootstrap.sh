@@ -74,3 +74,9 @@ PY
 
 # 4. The development embedding model, converted and checksum-verified.
 "$venv/bin/python" "$root/build/model.py" --cache-dir "$cache" >/dev/null
+
+# 5. Browser libraries for the web UI (npm tarballs pinned in build/vendor.json; offline once cached).
+"$venv/bin/python" "$root/build/vendor.py"
+
+# 6. The browser the page tests drive (never downloaded by a test tool: Debian's package).
+[ -x /usr/bin/chromium ] || say "Chromium is missing: the browser tests will fail. apt-get install chromium"

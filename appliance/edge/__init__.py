@@ -1,5 +1,10 @@
 """The edge: owns TCP :19200 and answers even while the app restarts.
 
-In this release it serves ``/healthz`` (Neo4j, embedder and schema, asked of the engine over RPC)
-and ``/api/admin/version`` itself.
+app.py         the ASGI entry point: classify, answer /healthz and /api/admin/version, proxy
+network.py     who is asking: LAN or external, client address, admin or public host role
+proxy.py       HTTP and SSE to the app's Unix socket (one pooled httpx client), WS handshakes
+headers.py     which headers cross the edge, both ways
+websocket.py   the WebSocket frame relay and handshake refusals
+restarting.py  the 503 answer and SSE event while the app is down
+server.py      `maxy edge`: Granian on settings.host:settings.port
 """

@@ -1,16 +1,29 @@
-"""The edge's Starlette application."""
+"""The edge's ASGI application: classify every request, answer a few paths, proxy the rest.
+
+The edge answers ``/healthz`` (asked of the engine over RPC) and ``/api/admin/version`` itself so
+both work while the app restarts; everything else goes to the app's Unix socket
+(:mod:`appliance.edge.proxy`). An external request for a host that is neither an admin nor a
+public host name is answered 404 here and never reaches the app.
+"""
 
 from __future__ import annotations
 
 import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from typing import Any
 
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
+from starlette.types import ASGIApp, Receive, Scope, Send
 
+from appliance.accounts import AccountError, validate_account_id
 from appliance.config import Settings, load_settings
+from appliance.edge.network import Classification, Policy, classify
+from appliance.edge.proxy import Proxy
+from appliance.edge.websocket import deny
 from appliance.rpc.client import RpcClient
 from appliance.rpc.protocol import RpcError
 from appliance.version import build_info
@@ -18,6 +31,9 @@ from appliance.version import build_info
 log = logging.getLogger(__name__)
 
 HEALTH_TIMEOUT = 4.0
+HEALTH_PATH = "/healthz"
+VERSION_PATH = "/api/admin/version"
+NOT_FOUND = b'{"code":"not-found","message":"Nothing is served at this address."}'
 
 
 async def _engine_health(client: RpcClient) -> dict[str, Any]:
@@ -34,9 +50,8 @@ async def _engine_health(client: RpcClient) -> dict[str, Any]:
     return result
 
 
-def create_app(settings: Settings | None = None) -> Starlette:
-    """Build the edge application (Granian calls this as a factory)."""
-    settings = settings or load_settings()
+def _own_routes(settings: Settings, proxy: Proxy) -> Starlette:
+    """The paths the edge answers itself, and the lifespan that closes the proxy's pool."""
     engine = RpcClient(settings.engine_socket, timeout=HEALTH_TIMEOUT)
     info = build_info()
 
@@ -56,9 +71,91 @@ def create_app(settings: Settings | None = None) -> Starlette:
         # "latest" is filled in by the update channel once OTA lands; null means unknown.
         return JSONResponse({"installed": info, "latest": None})
 
+    @asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        yield
+        await proxy.aclose()
+
     return Starlette(
-        routes=[
-            Route("/healthz", healthz),
-            Route("/api/admin/version", version),
-        ]
+        routes=[Route(HEALTH_PATH, healthz), Route(VERSION_PATH, version)], lifespan=lifespan
     )
+
+
+def _headers(scope: Scope) -> dict[str, str]:
+    """Lower-case header names to values; repeated headers joined with commas."""
+    out: dict[str, str] = {}
+    for raw_name, raw_value in scope["headers"]:
+        name, value = raw_name.decode("latin-1").lower(), raw_value.decode("latin-1")
+        out[name] = f"{out[name]}, {value}" if name in out else value
+    return out
+
+
+def _log_classification(peer: str, who: Classification) -> None:
+    level = logging.INFO if who.network == "external" else logging.DEBUG
+    if log.isEnabledFor(level):
+        log.log(
+            level,
+            "[edge] op=classify peer=%s network=%s role=%s host=%s ip=%s tunnel=%s",
+            peer,
+            who.network,
+            who.host_role or "none",
+            who.host or "-",
+            who.client_ip,
+            who.tunnel,
+        )
+
+
+class Edge:
+    """The ASGI entry point Granian serves."""
+
+    def __init__(self, own: ASGIApp, proxy: Proxy, policy: Policy) -> None:
+        self.own = own
+        self.proxy = proxy
+        self.policy = policy
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        kind = scope["type"]
+        if kind not in ("http", "websocket"):
+            await self.own(scope, receive, send)  # lifespan
+            return
+        peer = (scope.get("client") or ("", 0))[0]
+        who = classify(peer, _headers(scope), self.policy)
+        _log_classification(peer, who)
+        path = scope["path"]
+        if who.host_role is None or (path == VERSION_PATH and who.host_role != "admin"):
+            await _not_found(scope, send)
+        elif kind == "http" and path in (HEALTH_PATH, VERSION_PATH):
+            await self.own(scope, receive, send)
+        elif kind == "http":
+            await self.proxy.http(scope, receive, send, who)
+        else:
+            await self.proxy.websocket(scope, receive, send, who)
+
+
+async def _not_found(scope: Scope, send: Send) -> None:
+    if scope["type"] == "websocket":
+        await deny(scope, send, 404, NOT_FOUND, [(b"content-type", b"application/json")])
+        return
+    headers = [
+        (b"content-type", b"application/json"),
+        (b"content-length", str(len(NOT_FOUND)).encode()),
+    ]
+    await send({"type": "http.response.start", "status": 404, "headers": headers})
+    await send({"type": "http.response.body", "body": NOT_FOUND})
+
+
+def _brand(settings: Settings) -> str:
+    """The product name the account shows (the restarting page carries it)."""
+    try:
+        account = validate_account_id(settings.accounts_dir, settings.account_id)
+    except AccountError as err:
+        log.warning("[edge] op=brand fallback=Maxy reason=%r", str(err))
+        return "Maxy"
+    return str(account.brand.get("productName") or "Maxy")
+
+
+def create_app(settings: Settings | None = None) -> Edge:
+    """Build the edge application (Granian calls this as a factory)."""
+    settings = settings or load_settings()
+    proxy = Proxy(settings.app_socket, brand=_brand(settings))
+    return Edge(_own_routes(settings, proxy), proxy, Policy.from_settings(settings))

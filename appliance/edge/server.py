@@ -4,10 +4,14 @@ from __future__ import annotations
 
 import logging
 
-from appliance.config import Settings
+from appliance.config import Settings, SettingsError
+from appliance.edge.network import Policy
 from appliance.ports import check_port_free
 
 log = logging.getLogger(__name__)
+
+# Open event streams never finish on their own: without a limit a graceful stop waits forever.
+KILL_TIMEOUT_S = 5
 
 
 def serve(settings: Settings) -> None:
@@ -16,8 +20,20 @@ def serve(settings: Settings) -> None:
     from granian.constants import Interfaces
     from granian.log import LogLevels
 
+    try:
+        Policy.from_settings(settings)  # a bad trusted proxy fails here, not in the worker
+    except ValueError as err:
+        raise SettingsError(f"{err}. Fix MAXY_TRUSTED_PROXIES.") from err
     check_port_free(settings.host, settings.port, "MAXY_PORT")
-    log.info("[edge] op=listen address=%s:%s", settings.host, settings.port)
+    # Our own lines say what the proxy does; the clients' per-request lines would drown them.
+    for noisy in ("httpx", "httpcore", "websockets"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)
+    log.info(
+        "[edge] op=listen address=%s:%s app_socket=%s",
+        settings.host,
+        settings.port,
+        settings.app_socket,
+    )
     Granian(
         "appliance.edge.app:create_app",
         factory=True,
@@ -25,5 +41,6 @@ def serve(settings: Settings) -> None:
         port=settings.port,
         interface=Interfaces.ASGI,
         workers=1,
+        workers_kill_timeout=KILL_TIMEOUT_S,
         log_level=LogLevels.warning,
     ).serve()

@@ -11,10 +11,13 @@ RPC methods:
 - ``embed`` ``{texts: [str]}`` → ``{model, dimension, vectors: bytes}`` (packed float32, one
   vector after another)
 - ``search`` ``{caller, query, labels?, limit?, mode?, vectorWeight?, keywordWeight?, rrfK?,
-  threshold?, boosts?, dedup?, expandHops?, fields?, scopes?}`` → ``{results, counts, ms, vectorOnly,
-  keywordOnly}`` (keywordOnly: the model failed, keyword results only)
+  threshold?, boosts?, dedup?, expandHops?, fields?, scopes?}`` → ``{results, counts, ms,
+  vectorOnly, keywordOnly}`` (keywordOnly: the model failed, keyword results only)
 - ``write`` ``{caller, label, properties, id?, edges?, producedByTaskId?, scope?, agents?}`` →
   ``{id, created, embedded, warnings}``
+- ``graph.sample`` ``{caller, labels?, q?, limit?}`` → ``{nodes, edges, truncated, categories,
+  ms}``; ``graph.node`` ``{caller, id, label?}`` → ``{node, neighbours, edges, degree}`` or
+  ``{node: null}`` (see :mod:`appliance.memory.explore`)
 
 ``caller`` (account, scopes, agent, session) is set by the calling process from its own
 environment; a caller of another account is refused.
@@ -32,7 +35,7 @@ import numpy as np
 
 from appliance.accounts import Account
 from appliance.config import Settings
-from appliance.memory import conversations, lifecycle, reports
+from appliance.memory import conversations, explore, lifecycle, reports
 from appliance.memory import reindex as reindexing
 from appliance.memory.embedder import Embedder
 from appliance.memory.errors import EngineError, GraphError, SchemaDimensionMismatch, WriteRejected
@@ -97,6 +100,8 @@ class Engine:
             "reindex": self.reindex,
             "delete": self.delete,
             "restore": self.restore,
+            "graph.sample": self.graph_sample,
+            "graph.node": self.graph_node,
         }
 
     async def embed_one(self, text: str) -> list[float]:
@@ -359,6 +364,26 @@ class Engine:
         """Undo a soft delete."""
         caller = self.caller(params)
         return await lifecycle.restore(self.graph, caller, str(params["label"]), str(params["id"]))
+
+    async def graph_sample(self, params: dict[str, Any]) -> dict[str, Any]:
+        """A guarded sample of the graph for the Graph page."""
+        return await explore.sample(
+            self.graph,
+            self.caller(params).narrow(params.get("scopes")),
+            labels=params.get("labels"),
+            q=params.get("q"),
+            limit=int(params.get("limit") or explore.DEFAULT_SAMPLE),
+        )
+
+    async def graph_node(self, params: dict[str, Any]) -> dict[str, Any]:
+        """One node and its guarded one-hop neighbourhood ({node: None} if not visible)."""
+        found = await explore.neighbourhood(
+            self.graph,
+            self.caller(params).narrow(params.get("scopes")),
+            str(params["id"]),
+            params.get("label"),
+        )
+        return found or {"node": None}
 
     async def purge_loop(self) -> None:
         """Hard-delete soft-deleted nodes past the grace period, once an hour."""

@@ -1,0 +1,43 @@
+"""The app's Starlette application: each area contributes its routes and nothing else.
+
+auth     onboarding (set the PIN), login, logout, "New session", the session API
+pages    admin shell, Data and Graph pages, their JSON APIs, static assets
+public   public agent pages (/{slug}, / on public hostnames, /bot)
+sites    /sites/* static publish tree
+"""
+
+from __future__ import annotations
+
+import logging
+
+from starlette.applications import Starlette
+from starlette.routing import BaseRoute
+
+from appliance.accounts import validate_account_id
+from appliance.app import auth, pages, public, sites
+from appliance.app.context import AppContext
+from appliance.config import Settings, load_settings
+from appliance.rpc.client import RpcClient
+
+log = logging.getLogger(__name__)
+
+ENGINE_TIMEOUT = 10.0
+
+
+def create_app(settings: Settings | None = None) -> Starlette:
+    """Build the app (Granian calls this as a factory)."""
+    settings = settings or load_settings()
+    account = validate_account_id(settings.accounts_dir, settings.account_id)
+    ctx = AppContext(
+        settings=settings,
+        account=account,
+        engine=RpcClient(settings.engine_socket, timeout=ENGINE_TIMEOUT),
+    )
+    # Order matters: specific prefixes first, the public catch-all (/{slug}) last.
+    routes: list[BaseRoute] = [
+        *auth.routes(ctx),
+        *sites.routes(ctx),
+        *pages.routes(ctx),
+        *public.routes(ctx),
+    ]
+    return Starlette(routes=routes, middleware=auth.middleware(ctx))

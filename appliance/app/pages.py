@@ -1,0 +1,347 @@
+"""The admin shell, the Data and Graph pages, their JSON APIs, and the static assets.
+
+Pages (authentication is the auth middleware's job; these only render):
+
+    /                  admin shell (on the admin host role; see :mod:`appliance.app.public`)
+    /admin/<section>   sessions, people, agents, projects, tasks, artefacts: the shell
+    /admin/data        search the memory graph, with each result's score breakdown
+    /admin/graph       draw a guarded sample of the memory graph
+
+JSON (every call goes to the engine as the account's admin caller)::
+
+    GET /api/admin/search?q=&types=&limit=     hybrid search, one breakdown line per result
+    GET /api/admin/graph?labels=&q=&limit=     nodes and edges (limit 1..2000)
+    GET /api/admin/graph/node/{id}?label=      one node and its one-hop neighbourhood
+    GET /api/admin/health                      the engine's health
+
+Errors are JSON ``{code, message}``: 400 for bad parameters, 404 for a node not visible,
+503 ``engine-unavailable`` when the engine does not answer.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+from collections.abc import Awaitable, Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import JSONResponse, RedirectResponse, Response
+from starlette.routing import BaseRoute, Mount, Route
+from starlette.staticfiles import StaticFiles
+from starlette.templating import Jinja2Templates
+from starlette.types import Scope
+
+from appliance.app.auth import csrf_of
+from appliance.app.context import AppContext
+from appliance.memory.guards import Caller
+from appliance.rpc.protocol import ProtocolError, RemoteError, RpcUnavailable
+from appliance.web.errors import ApiError
+
+log = logging.getLogger(__name__)
+
+APP_DIR = Path(__file__).resolve().parent
+STATIC_DIR = APP_DIR / "static"
+VENDOR_STAMP = STATIC_DIR / "vendor" / ".vendor-stamp"
+templates = Jinja2Templates(directory=APP_DIR / "templates")
+
+# Vendored files are pinned and their URLs carry the vendoring stamp: cache them for a year.
+VENDOR_CACHE = "public, max-age=31536000, immutable"
+OWN_CACHE = "no-cache"  # our own CSS/JS: revalidate (ETag) so an update shows at once
+
+SECTIONS: dict[str, tuple[str, str]] = {
+    "sessions": ("Sessions", "No sessions yet. Start one with New session."),
+    "people": ("People", "No people yet. People your agent meets will appear here."),
+    "agents": ("Agents", "No agents yet. Public agents you create will appear here."),
+    "projects": ("Projects", "No projects yet."),
+    "tasks": ("Tasks", "No tasks yet. Work your agent does on your behalf will appear here."),
+    "artefacts": ("Artefacts", "No artefacts yet. Files and reports your agent makes land here."),
+}
+MAX_QUERY_CHARS = 500
+MAX_SEARCH = 100
+DEFAULT_SEARCH = 20
+MAX_GRAPH = 2000
+DEFAULT_GRAPH = 200
+TITLE_KEYS = ("name", "title", "canonicalName", "headline", "subject", "slug")
+_LABEL = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")
+
+
+class Static(StaticFiles):
+    """Path-safe static files: a long cache for vendored libraries, revalidation for ours."""
+
+    def file_response(
+        self,
+        full_path: str | os.PathLike[str],
+        stat_result: os.stat_result,
+        scope: Scope,
+        status_code: int = 200,
+    ) -> Response:
+        """Serve one file with the cache policy of its folder."""
+        response = super().file_response(full_path, stat_result, scope, status_code)
+        vendored = Path(full_path).is_relative_to(STATIC_DIR / "vendor")
+        response.headers["cache-control"] = VENDOR_CACHE if vendored else OWN_CACHE
+        return response
+
+
+def vendor_version() -> str:
+    """The vendoring stamp (cache-busts vendor URLs); empty when nothing is vendored."""
+    try:
+        return VENDOR_STAMP.read_text().strip()[:12]
+    except OSError:
+        return ""
+
+
+def brand_of(ctx: AppContext) -> str:
+    """The product name pages show: the account's brand, else Maxy."""
+    return str(ctx.account.brand.get("productName") or "Maxy")
+
+
+def render(
+    ctx: AppContext,
+    request: Request,
+    template: str,
+    page: str,
+    *,
+    admin: bool,
+    status_code: int = 200,
+    **extra: Any,
+) -> Response:
+    """Render a page with the context every template shares (title, brand, CSRF, vendor)."""
+    context = {
+        "page": page,
+        "brand": brand_of(ctx),
+        "admin": admin,
+        "csrf": csrf_of(request) if admin else None,
+        "vendor": vendor_version(),
+        **extra,
+    }
+    response = templates.TemplateResponse(request, template, context, status_code=status_code)
+    if admin:
+        response.headers["cache-control"] = "no-store"  # carries the session's CSRF token
+    return response
+
+
+def admin_caller(ctx: AppContext) -> dict[str, Any]:
+    """The engine caller of the admin pages: this account, every scope."""
+    return Caller(account_id=ctx.account.id).to_wire()
+
+
+async def call_engine(ctx: AppContext, method: str, params: Mapping[str, Any]) -> Any:
+    """Call the engine as the admin; translate failures into :class:`ApiError` once, here."""
+    try:
+        return await ctx.engine.call(method, {**params, "caller": admin_caller(ctx)})
+    except RpcUnavailable as err:
+        log.warning("[pages] op=engine-call method=%s error=unavailable detail=%s", method, err)
+        raise ApiError(
+            503,
+            "engine-unavailable",
+            f"The memory engine is not answering ({err}). Start Maxy with `maxy run` "
+            "(or the engine alone with `maxy engine`), then try again.",
+        ) from err
+    except RemoteError as err:
+        log.warning("[pages] op=engine-call method=%s error=%s", method, err.code)
+        status = 400 if err.code in {"bad-request", "write-rejected"} else 503
+        raise ApiError(status, err.code, str(err)) from err
+    except ProtocolError as err:
+        raise ApiError(502, "engine-error", f"The engine sent a broken answer: {err}") from err
+
+
+def json_api(
+    handler: Callable[[Request], Awaitable[Any]],
+) -> Callable[[Request], Awaitable[Response]]:
+    """Wrap a JSON handler: its result becomes 200 JSON, an ApiError its status and message."""
+
+    async def endpoint(request: Request) -> Response:
+        try:
+            body = await handler(request)
+        except ApiError as err:
+            return err.response()
+        response = JSONResponse(body)
+        response.headers["cache-control"] = "no-store"
+        return response
+
+    return endpoint
+
+
+def int_param(request: Request, name: str, default: int, low: int, high: int) -> int:
+    """A whole-number query parameter within [low, high], else a 400."""
+    raw = request.query_params.get(name)
+    if raw is None or raw == "":
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        value = low - 1
+    if not low <= value <= high:
+        raise ApiError(400, "bad-request", f"{name} must be a whole number from {low} to {high}.")
+    return value
+
+
+def labels_param(request: Request, name: str) -> list[str] | None:
+    """A comma-separated list of node labels (absent or empty: every label), else a 400."""
+    raw = request.query_params.get(name, "")
+    labels = [part.strip() for part in raw.split(",") if part.strip()]
+    for label in labels:
+        if not _LABEL.match(label):
+            raise ApiError(400, "bad-request", f"{name}: {label!r} is not a node label.")
+    return labels or None
+
+
+def text_param(request: Request, name: str, *, required: bool) -> str:
+    """A free-text parameter, trimmed and at most MAX_QUERY_CHARS long."""
+    text = request.query_params.get(name, "").strip()
+    if required and not text:
+        raise ApiError(400, "bad-request", f"Type something to search for ({name} is empty).")
+    if len(text) > MAX_QUERY_CHARS:
+        raise ApiError(400, "bad-request", f"{name} is longer than {MAX_QUERY_CHARS} characters.")
+    return text
+
+
+def breakdown(trace: Mapping[str, Any]) -> str:
+    """One line of a result's scores: ``vector 0.NN · bm25 0.NN · combined 0.NN``."""
+
+    def two(value: Any) -> str:
+        return f"{float(value or 0.0):.2f}"
+
+    return (
+        f"vector {two(trace.get('vector'))} · bm25 {two(trace.get('keyword'))} · "
+        f"combined {two(trace.get('score'))}"
+    )
+
+
+def title_of(props: Mapping[str, Any], labels: list[str]) -> str:
+    """The best human name of a node: a naming property, else its first text, else a label."""
+    for key in TITLE_KEYS:
+        value = props.get(key)
+        if isinstance(value, str) and value.strip():
+            return value.strip()
+    for key, value in props.items():
+        if key != "id" and isinstance(value, str) and value.strip():
+            return " ".join(value.split())[:120]
+    return labels[0] if labels else "Node"
+
+
+def snippet_of(props: Mapping[str, Any], title: str) -> str:
+    """A short line of a result's text other than its title."""
+    for key in ("text", "description", "body", "summary", "content"):
+        value = props.get(key)
+        if isinstance(value, str) and value.strip() and value.strip() != title:
+            text = " ".join(value.split())
+            return text if len(text) <= 200 else text[:199] + "…"
+    return ""
+
+
+def routes(ctx: AppContext) -> list[BaseRoute]:
+    """The admin pages, their JSON APIs and /static."""
+
+    def admin_page(
+        request: Request, template: str, page: str, section: str, **extra: Any
+    ) -> Response:
+        return render(
+            ctx, request, template, page, admin=True, section=section, sections=SECTIONS, **extra
+        )
+
+    async def section(request: Request) -> Response:
+        name = request.url.path.rsplit("/", 1)[-1]
+        title, empty = SECTIONS[name]
+        return admin_page(request, "shell.html", title, name, empty=empty)
+
+    async def admin_root(request: Request) -> Response:
+        return RedirectResponse("/", status_code=307)
+
+    async def admin_missing(request: Request) -> Response:
+        return admin_page(
+            request, "shell.html", "Not found", "missing", empty="There is no such page.",
+            status_code=404,
+        )  # fmt: skip
+
+    async def data_page(request: Request) -> Response:
+        return admin_page(request, "data.html", "Data", "data")
+
+    async def graph_page(request: Request) -> Response:
+        return admin_page(
+            request, "graph.html", "Graph", "graph", max_graph=MAX_GRAPH,
+            default_graph=DEFAULT_GRAPH,
+        )  # fmt: skip
+
+    async def search_api(request: Request) -> dict[str, Any]:
+        query = text_param(request, "q", required=True)
+        types = labels_param(request, "types")
+        limit = int_param(request, "limit", DEFAULT_SEARCH, 1, MAX_SEARCH)
+        found = await call_engine(
+            ctx, "search", {"query": query, "labels": types, "limit": limit, "expandHops": 0}
+        )
+        results: list[dict[str, Any]] = []
+        counts: dict[str, int] = {}
+        for hit in found.get("results") or []:
+            labels = list(hit.get("labels") or [])
+            props = hit.get("props") or {}
+            title = title_of(props, labels)
+            trace = hit.get("trace") or {}
+            results.append({
+                "id": hit["id"], "labels": labels, "title": title,
+                "snippet": snippet_of(props, title), "score": hit.get("score"),
+                "breakdown": breakdown(trace), "trace": trace,
+            })  # fmt: skip
+            for label in labels:
+                counts[label] = counts.get(label, 0) + 1
+        return {
+            "query": query,
+            "results": results,
+            "types": [{"label": k, "count": v} for k, v in sorted(counts.items())],
+            "keywordOnly": bool(found.get("keywordOnly")),
+            "vectorOnly": bool(found.get("vectorOnly")),
+            "ms": found.get("ms"),
+        }
+
+    async def graph_api(request: Request) -> Any:
+        params = {
+            "labels": labels_param(request, "labels"),
+            "q": text_param(request, "q", required=False) or None,
+            "limit": int_param(request, "limit", DEFAULT_GRAPH, 1, MAX_GRAPH),
+        }
+        return await call_engine(ctx, "graph.sample", params)
+
+    async def node_api(request: Request) -> Any:
+        node_id = request.path_params["node_id"]
+        label = request.query_params.get("label") or None
+        if label is not None and not _LABEL.match(label):
+            raise ApiError(400, "bad-request", f"label: {label!r} is not a node label.")
+        found = await call_engine(ctx, "graph.node", {"id": node_id, "label": label})
+        if not found or found.get("node") is None:
+            raise ApiError(
+                404, "not-found", "No such node, or it was deleted. Search again to refresh."
+            )
+        return found
+
+    async def health_api(request: Request) -> Any:
+        health = await call_engine(ctx, "health", {})
+        return {**health, "engine": {"ok": True}}
+
+    return [
+        Route("/admin", admin_root),
+        *(Route(f"/admin/{name}", section) for name in SECTIONS),
+        Route("/admin/data", data_page),
+        Route("/admin/graph", graph_page),
+        Route("/admin/{rest:path}", admin_missing),
+        Route("/api/admin/search", json_api(search_api)),
+        Route("/api/admin/graph", json_api(graph_api)),
+        Route("/api/admin/graph/node/{node_id}", json_api(node_api)),
+        Route("/api/admin/health", json_api(health_api)),
+        Mount("/static", app=Static(directory=STATIC_DIR), name="static"),
+    ]
+
+
+def shell_page(ctx: AppContext) -> Callable[[Request], Awaitable[Response]]:
+    """The admin shell at ``/`` (the Sessions view)."""
+
+    async def endpoint(request: Request) -> Response:
+        title, empty = SECTIONS["sessions"]
+        return render(
+            ctx, request, "shell.html", title, admin=True, section="sessions", sections=SECTIONS,
+            empty=empty,
+        )  # fmt: skip
+
+    return endpoint

@@ -1,0 +1,136 @@
+"""Public agent pages: ``/{slug}``, ``/`` on public host names, and the ``/bot`` landing page.
+
+An agent lives in ``<accounts_dir>/<account>/agents/<slug>/``; its ``config.json`` may name it
+(``displayName``) and describe it (``description``). A slug is 1-40 of ``[a-z0-9-]`` and never
+one of the reserved first path segments. The conversation itself arrives with the agents work:
+these pages show the agent, a message box and a note.
+
+``/`` is shared: on an admin host it is the admin shell (:func:`appliance.app.pages.shell_page`),
+on a public host the account's default agent.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import BaseRoute, Route
+
+from appliance.app import pages
+from appliance.app.context import AppContext
+from appliance.web.client import client_of
+
+log = logging.getLogger(__name__)
+
+SLUG = re.compile(r"^[a-z0-9-]{1,40}$")
+# First path segments that belong to the app itself: never an agent's slug.
+RESERVED = frozenset({"admin", "api", "static", "sites", "bot", "login", "onboarding", "healthz"})
+MAX_TEXT = 200
+
+
+@dataclass(frozen=True)
+class Agent:
+    """What a public page shows of an agent."""
+
+    slug: str
+    display_name: str
+    description: str = ""
+
+
+def is_slug(text: str) -> bool:
+    """True when ``text`` can name an agent."""
+    return bool(SLUG.match(text)) and text not in RESERVED
+
+
+def agents_dir(ctx: AppContext) -> Path:
+    """The account's agents folder."""
+    return ctx.settings.accounts_dir / ctx.account.id / "agents"
+
+
+def _config(folder: Path) -> dict[str, Any]:
+    path = folder / "config.json"
+    try:
+        data = json.loads(path.read_text())
+    except FileNotFoundError:
+        return {}
+    except (OSError, ValueError) as err:
+        log.warning("[public] op=read-agent warn=unreadable path=%s error=%s", path, err)
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def load_agent(ctx: AppContext, slug: str, *, must_exist: bool = True) -> Agent | None:
+    """The agent named ``slug``, or None when there is no such agent."""
+    if not is_slug(slug):
+        return None
+    folder = agents_dir(ctx) / slug
+    if not folder.is_dir():
+        return None if must_exist else Agent(slug, slug)
+    config = _config(folder)
+    name = config.get("displayName")
+    description = config.get("description")
+    return Agent(
+        slug=slug,
+        display_name=str(name).strip()[:MAX_TEXT] if name and str(name).strip() else slug,
+        description=str(description).strip()[:MAX_TEXT] if description else "",
+    )
+
+
+def list_agents(ctx: AppContext) -> list[Agent]:
+    """Every agent of the account, the default first, then by name."""
+    folder = agents_dir(ctx)
+    found = []
+    if folder.is_dir():
+        for child in sorted(folder.iterdir()):
+            agent = load_agent(ctx, child.name) if child.is_dir() else None
+            if agent is not None:
+                found.append(agent)
+    default = ctx.account.default_agent
+    return sorted(found, key=lambda a: (a.slug != default, a.display_name.lower()))
+
+
+def not_found(ctx: AppContext, request: Request) -> Response:
+    """The public 404 page."""
+    return pages.render(
+        ctx, request, "not_found.html", "Not found", admin=False, status_code=404,
+        path=request.url.path,
+    )  # fmt: skip
+
+
+def agent_response(ctx: AppContext, request: Request, agent: Agent) -> Response:
+    """An agent's public page."""
+    log.info("[public] op=page agent=%s", agent.slug)
+    return pages.render(ctx, request, "agent.html", agent.display_name, admin=False, agent=agent)
+
+
+def routes(ctx: AppContext) -> list[BaseRoute]:
+    """``/``, ``/bot`` and the ``/{slug}`` catch-all (keep these last)."""
+    shell = pages.shell_page(ctx)
+
+    async def home(request: Request) -> Response:
+        if client_of(request).host_role == "admin":
+            return await shell(request)
+        # The account's default agent is its public face, even before it has a folder.
+        agent = load_agent(ctx, ctx.account.default_agent, must_exist=False)
+        return agent_response(ctx, request, agent) if agent else not_found(ctx, request)
+
+    async def bot(request: Request) -> Response:
+        return pages.render(
+            ctx, request, "bot.html", "Talk to us", admin=False, agents=list_agents(ctx)
+        )
+
+    async def agent_page(request: Request) -> Response:
+        agent = load_agent(ctx, request.path_params["slug"])
+        return agent_response(ctx, request, agent) if agent else not_found(ctx, request)
+
+    return [
+        Route("/", home),
+        Route("/bot", bot),
+        Route("/{slug}", agent_page),
+    ]

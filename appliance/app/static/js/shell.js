@@ -1,0 +1,207 @@
+// The admin shell: resizable panes (widths remembered), the drawer on small screens, the mode
+// menu, the session tabs and the "New session" button. Plain ES5-style JS, no build step.
+(function () {
+  "use strict";
+
+  var root = document.documentElement;
+  var shell = document.getElementById("shell");
+  if (!shell) return;
+
+  var STORE = { sidebar: "maxy.layout.sidebar", artefacts: "maxy.layout.artefacts", mode: "maxy.mode" };
+  var LIMITS = { sidebar: [200, 420], artefacts: [240, 640] };
+
+  function load(key) {
+    try { return window.localStorage.getItem(key); } catch (err) { return null; }
+  }
+  function save(key, value) {
+    try { window.localStorage.setItem(key, value); } catch (err) { /* private mode: not kept */ }
+  }
+  function clamp(value, range) { return Math.max(range[0], Math.min(range[1], value)); }
+
+  function applyWidth(which, px) {
+    var width = clamp(Math.round(px), LIMITS[which]);
+    root.style.setProperty("--" + which + "-w", width + "px");
+    return width;
+  }
+
+  ["sidebar", "artefacts"].forEach(function (which) {
+    var stored = parseInt(load(STORE[which]) || "", 10);
+    if (!isNaN(stored)) applyWidth(which, stored);
+  });
+
+  // Drag (pointer) or arrow keys on a separator resize the pane next to it.
+  function resizer(handle, which) {
+    if (!handle) return;
+    var pane = document.getElementById(which === "sidebar" ? "sidebar" : "artefacts");
+    function widthAt(clientX) {
+      return which === "sidebar" ? clientX : window.innerWidth - clientX;
+    }
+    handle.addEventListener("pointerdown", function (event) {
+      event.preventDefault();
+      handle.setPointerCapture(event.pointerId);
+      handle.classList.add("dragging");
+      document.body.style.userSelect = "none";
+      function move(e) { applyWidth(which, widthAt(e.clientX)); }
+      function up() {
+        handle.classList.remove("dragging");
+        document.body.style.userSelect = "";
+        handle.removeEventListener("pointermove", move);
+        handle.removeEventListener("pointerup", up);
+        handle.removeEventListener("pointercancel", up);
+        save(STORE[which], String(Math.round(pane.getBoundingClientRect().width)));
+      }
+      handle.addEventListener("pointermove", move);
+      handle.addEventListener("pointerup", up);
+      handle.addEventListener("pointercancel", up);
+    });
+    handle.addEventListener("keydown", function (event) {
+      var step = event.shiftKey ? 40 : 10;
+      var delta = { ArrowLeft: -step, ArrowRight: step }[event.key];
+      if (!delta) return;
+      event.preventDefault();
+      if (which === "artefacts") delta = -delta;
+      var width = applyWidth(which, pane.getBoundingClientRect().width + delta);
+      save(STORE[which], String(width));
+    });
+  }
+  resizer(document.getElementById("sidebar-resizer"), "sidebar");
+  resizer(document.getElementById("divider"), "artefacts");
+
+  // The drawer (≤720 px): a toggle in the top bar, a scrim, Escape to close.
+  var toggle = document.getElementById("drawer-toggle");
+  var scrim = document.getElementById("scrim");
+  var sidebar = document.getElementById("sidebar");
+  function setDrawer(open) {
+    document.body.classList.toggle("drawer-open", open);
+    if (toggle) {
+      toggle.setAttribute("aria-expanded", String(open));
+      toggle.setAttribute("aria-label", open ? "Close navigation" : "Open navigation");
+    }
+    if (scrim) scrim.hidden = !open;
+    if (open) {
+      var first = sidebar.querySelector("a, button");
+      if (first) first.focus();
+    }
+  }
+  if (toggle) toggle.addEventListener("click", function () {
+    setDrawer(!document.body.classList.contains("drawer-open"));
+  });
+  if (scrim) scrim.addEventListener("click", function () { setDrawer(false); });
+  var closer = document.getElementById("drawer-close");
+  if (closer) closer.addEventListener("click", function () { setDrawer(false); if (toggle) toggle.focus(); });
+  document.addEventListener("keydown", function (event) {
+    if (event.key === "Escape" && document.body.classList.contains("drawer-open")) {
+      setDrawer(false);
+      if (toggle) toggle.focus();
+    }
+  });
+  window.matchMedia("(min-width: 721px)").addEventListener("change", function (query) {
+    if (query.matches) setDrawer(false);
+  });
+
+  // The mode menu: which permission mode new sessions start in (kept in this browser).
+  var trigger = document.getElementById("mode-trigger");
+  var menu = document.getElementById("mode-menu");
+  var label = document.getElementById("mode-label");
+  function setMode(mode) {
+    var chosen = null;
+    menu.querySelectorAll("[data-mode]").forEach(function (item) {
+      var on = item.getAttribute("data-mode") === mode;
+      item.setAttribute("aria-checked", String(on));
+      if (on) chosen = item;
+    });
+    if (!chosen) return;
+    label.textContent = chosen.firstChild.textContent.trim();
+    shell.setAttribute("data-mode", mode);
+    save(STORE.mode, mode);
+  }
+  function openMenu(open) {
+    menu.hidden = !open;
+    trigger.setAttribute("aria-expanded", String(open));
+    if (open) {
+      var current = menu.querySelector('[aria-checked="true"]') || menu.querySelector("button");
+      current.focus();
+    }
+  }
+  if (trigger && menu) {
+    setMode(load(STORE.mode) || "default");
+    trigger.addEventListener("click", function () { openMenu(menu.hidden); });
+    menu.addEventListener("click", function (event) {
+      var item = event.target.closest("[data-mode]");
+      if (!item) return;
+      setMode(item.getAttribute("data-mode"));
+      openMenu(false);
+      trigger.focus();
+    });
+    menu.addEventListener("keydown", function (event) {
+      var items = Array.prototype.slice.call(menu.querySelectorAll("[data-mode]"));
+      var index = items.indexOf(document.activeElement);
+      if (event.key === "ArrowDown" || event.key === "ArrowUp") {
+        event.preventDefault();
+        var next = (index + (event.key === "ArrowDown" ? 1 : items.length - 1)) % items.length;
+        items[next].focus();
+      } else if (event.key === "Escape") {
+        openMenu(false);
+        trigger.focus();
+      }
+    });
+    document.addEventListener("click", function (event) {
+      if (!menu.hidden && !event.target.closest(".menu-wrap")) openMenu(false);
+    });
+  }
+
+  // Session tabs: Active / Archived / All. The list fills once the session manager exists.
+  var tabs = document.querySelectorAll(".tabs [data-filter]");
+  var list = document.getElementById("session-list");
+  tabs.forEach(function (tab) {
+    tab.addEventListener("click", function () {
+      tabs.forEach(function (other) { other.setAttribute("aria-selected", String(other === tab)); });
+      if (list) list.setAttribute("data-filter", tab.getAttribute("data-filter"));
+    });
+  });
+
+  // New session: a fresh admin session id (the auth module's maxySession.rotate()).
+  var button = document.getElementById("new-session");
+  if (button) button.addEventListener("click", function () {
+    var session = window.maxySession;
+    if (!session || typeof session.rotate !== "function") return;
+    button.disabled = true;
+    Promise.resolve(session.rotate())
+      .catch(function (err) { window.console.warn("[shell] new session failed:", err); })
+      .then(function () { button.disabled = false; });
+  });
+
+  // The one way pages read the admin JSON API: through maxySession when it is loaded.
+  window.maxyApi = function (url) {
+    var session = window.maxySession;
+    var request = session && typeof session.fetch === "function"
+      ? session.fetch(url, { headers: { Accept: "application/json" } })
+      : window.fetch(url, { credentials: "same-origin", headers: { Accept: "application/json" } });
+    return request.then(function (response) {
+      return response.json().catch(function () { return {}; }).then(function (body) {
+        if (!response.ok) {
+          var error = new Error(body.message || "The server answered HTTP " + response.status + ".");
+          error.code = body.code || "http-" + response.status;
+          error.status = response.status;
+          throw error;
+        }
+        return body;
+      });
+    });
+  };
+
+  // Shared by the Data and Graph pages: the "Vector ranking unavailable" banner, shown while
+  // any source (the engine's health, the last search) says the embedding model is down.
+  var vectorDown = {};
+  window.maxyVectorBanner = function (source, down) {
+    vectorDown[source] = Boolean(down);
+    var banner = document.getElementById("vector-banner");
+    if (!banner) return;
+    banner.hidden = !Object.keys(vectorDown).some(function (key) { return vectorDown[key]; });
+  };
+  if (document.getElementById("vector-banner")) {
+    window.maxyApi("/api/admin/health").then(function (health) {
+      window.maxyVectorBanner("health", Boolean(health.embedder && health.embedder.ok === false));
+    }).catch(function () { /* the page's own calls report an unreachable engine */ });
+  }
+})();

@@ -1,0 +1,1 @@
+"""Shared by the edge and the app: client classification, cookies, credentials, throttling."""

@@ -1,0 +1,162 @@
+"""A real `maxy app` child process on its Unix socket, and ways to talk to it.
+
+`start_app(start_maxy, env)` waits until the app answers. `client(...)` is an httpx client over
+the socket; `edge_headers(...)` are the X-Maxy-* headers the edge would add (the contract in
+appliance/web/client.py). `raw_request(...)` sends a request target byte for byte, so paths
+reach the server exactly as written (httpx would normalise dot segments).
+"""
+
+from __future__ import annotations
+
+import socket
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from tests.conftest import Env, Process, wait_until
+
+BASE_URL = "http://maxy.local:19200"
+HOST = "maxy.local:19200"
+
+
+@dataclass
+class RunningApp:
+    env: Env
+    process: Process
+    socket: Path
+
+    @property
+    def settings(self) -> Any:
+        return self.env.settings
+
+    def client(self, **headers: str) -> httpx.Client:
+        """An httpx client over the app's socket (no redirects followed, no cookie carry-over)."""
+        return httpx.Client(
+            transport=httpx.HTTPTransport(uds=str(self.socket)),
+            base_url=BASE_URL,
+            headers=headers,
+            follow_redirects=False,
+            timeout=20.0,
+        )
+
+    def output(self) -> str:
+        return self.process.output()
+
+
+def edge_headers(
+    network: str = "lan", ip: str = "192.168.1.20", role: str = "admin"
+) -> dict[str, str]:
+    """What the edge adds to a request it classified."""
+    return {"X-Maxy-Network": network, "X-Maxy-Client-IP": ip, "X-Maxy-Host-Role": role}
+
+
+def _answers(path: Path) -> bool:
+    if not path.exists():
+        return False
+    try:
+        status, _, _ = raw_request(path, b"/sites/")
+    except OSError:
+        return False
+    return status > 0
+
+
+def start_app(start_maxy: Any, env: Env) -> RunningApp:
+    """Start `maxy app` and wait until it answers on its socket."""
+    process = start_maxy(env, "app")
+    sock = env.settings.app_socket
+    wait_until(lambda: _answers(sock), 60, f"the app on {sock}\n{process.output()}")
+    return RunningApp(env, process, sock)
+
+
+def _dechunk(data: bytes) -> bytes:
+    out = bytearray()
+    while data:
+        size_line, _, data = data.partition(b"\r\n")
+        size = int(size_line.split(b";")[0], 16)
+        if size == 0:
+            break
+        out += data[:size]
+        data = data[size + 2 :]
+    return bytes(out)
+
+
+def raw_request(
+    target: Path | tuple[str, int],
+    path: bytes,
+    headers: dict[str, str] | None = None,
+    method: bytes = b"GET",
+) -> tuple[int, dict[str, str], bytes]:
+    """Send ``method path HTTP/1.1`` as is to a Unix socket or (host, port); return the answer."""
+    if isinstance(target, Path):
+        conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        address: Any = str(target)
+    else:
+        conn = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        address = target
+    lines = [method + b" " + path + b" HTTP/1.1", b"Host: " + HOST.encode(), b"Connection: close"]
+    lines += [f"{name}: {value}".encode("latin-1") for name, value in (headers or {}).items()]
+    with conn:
+        conn.settimeout(20)
+        conn.connect(address)
+        conn.sendall(b"\r\n".join(lines) + b"\r\n\r\n")
+        data = bytearray()
+        while chunk := conn.recv(65536):
+            data += chunk
+    head, _, body = bytes(data).partition(b"\r\n\r\n")
+    status_line, *header_lines = head.decode("latin-1").split("\r\n")
+    parsed = {}
+    for line in header_lines:
+        name, _, value = line.partition(":")
+        parsed[name.strip().lower()] = value.strip()
+    if parsed.get("transfer-encoding", "").lower() == "chunked":
+        body = _dechunk(body)
+    return int(status_line.split(" ")[1]), parsed, body
+
+
+class TcpToUnix:
+    """A loopback TCP port piping bytes to and from a Unix socket (a browser cannot dial one).
+
+    Not the edge: no classification headers are added, so the app sees a local process.
+    """
+
+    def __init__(self, unix_path: Path) -> None:
+        self.unix_path = unix_path
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.port = int(self.listener.getsockname()[1])
+        self._open: list[socket.socket] = []
+        self._thread = threading.Thread(target=self._accept, daemon=True)
+        self._thread.start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                client, _ = self.listener.accept()
+            except OSError:
+                return
+            upstream = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            upstream.connect(str(self.unix_path))
+            self._open += [client, upstream]
+            threading.Thread(target=self._pipe, args=(client, upstream), daemon=True).start()
+            threading.Thread(target=self._pipe, args=(upstream, client), daemon=True).start()
+
+    @staticmethod
+    def _pipe(source: socket.socket, sink: socket.socket) -> None:
+        try:
+            while data := source.recv(65536):
+                sink.sendall(data)
+            sink.shutdown(socket.SHUT_WR)
+        except OSError:
+            pass
+
+    def close(self) -> None:
+        try:
+            self.listener.shutdown(socket.SHUT_RDWR)  # wakes the blocked accept()
+        except OSError:
+            pass
+        self.listener.close()
+        self._thread.join(timeout=5)
+        for conn in self._open:
+            conn.close()

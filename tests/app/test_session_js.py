@@ -1,0 +1,156 @@
+"""session.js in headless Chromium: onboarding and login forms, CSRF, "New session", the banner.
+
+The browser reaches the real `maxy app` through a loopback TCP port piped to its Unix socket.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.app.running_app import RunningApp, TcpToUnix, start_app
+from tests.conftest import Env
+
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+PIN = "271828"
+BANNER = "Your admin session was renewed in another tab. Click to reload."
+
+POST_SETTING = """async () => {
+    const response = await window.maxySession.fetch("/api/admin/settings/remote-password", {
+        method: "POST",
+        headers: {"Content-Type": "application/json"},
+        body: JSON.stringify({password: "a remote password"}),
+    });
+    return response.status;
+}"""
+
+
+@pytest.fixture
+def browser_app(maxy_env: Env, start_maxy: Any) -> Iterator[tuple[Any, str, RunningApp]]:
+    if not CHROMIUM.exists():
+        pytest.fail(f"{CHROMIUM} is missing: apt-get install chromium")
+    from playwright.sync_api import sync_playwright
+
+    app = start_app(start_maxy, maxy_env)
+    forward = TcpToUnix(app.socket)
+    try:
+        with sync_playwright() as playwright:
+            browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+            yield browser, f"http://127.0.0.1:{forward.port}", app
+            browser.close()
+    finally:
+        forward.close()
+
+
+def onboard_in(page: Any, base: str) -> None:
+    page.goto(base + "/admin/anything")
+    assert page.url == base + "/onboarding"
+    page.fill("#pin", "1234")
+    page.fill("#confirm", "4321")
+    page.click("form[data-maxy-auth=setup] button[type=submit]")
+    message = page.locator("form[data-maxy-auth=setup] [data-maxy-message]")
+    message.filter(has_text="The two PINs differ").wait_for()
+    page.fill("#pin", PIN)
+    page.fill("#confirm", PIN)
+    page.click("form[data-maxy-auth=setup] button[type=submit]")
+    page.locator("[data-maxy-step=remote]").wait_for(state="visible")
+    assert page.locator("[data-maxy-step=pin]").is_hidden()
+
+
+def log_in(page: Any, base: str) -> None:
+    page.goto(base + "/login?next=/login")
+    page.fill("#pin", "000000")
+    page.click("form[data-maxy-auth=login] button[type=submit]")
+    wrong = page.locator("form[data-maxy-auth=login] [data-maxy-message]")
+    wrong.filter(has_text="not the right PIN").wait_for()
+    page.fill("#pin", PIN)
+    with page.expect_navigation():
+        page.click("form[data-maxy-auth=login] button[type=submit]")
+    assert page.url == base + "/login"
+
+
+def test_onboarding_then_the_remote_password_step(browser_app: tuple[Any, str, RunningApp]) -> None:
+    browser, base, app = browser_app
+    page = browser.new_context().new_page()
+    onboard_in(page, base)
+    page.fill("#remote-password", "long enough 1")
+    page.fill("#remote-confirm", "long enough 2")
+    page.click("form[data-maxy-auth=remote-password] button[type=submit]")
+    message = page.locator("form[data-maxy-auth=remote-password] [data-maxy-message]")
+    message.filter(has_text="The two passwords differ").wait_for()
+    page.fill("#remote-password", "a long remote password")
+    page.fill("#remote-confirm", "a long remote password")
+    with page.expect_navigation():
+        page.click("form[data-maxy-auth=remote-password] button[type=submit]")
+    assert (app.settings.keys_dir / "remote-password").is_file()
+    cookie = next(c for c in page.context.cookies() if c["name"] == "maxy_session")
+    assert cookie["httpOnly"] and cookie["sameSite"] == "Strict" and cookie["path"] == "/"
+
+
+def test_new_session_updates_sibling_tabs_and_warns_other_browsers(
+    browser_app: tuple[Any, str, RunningApp],
+) -> None:
+    browser, base, _ = browser_app
+    first = browser.new_context()
+    tab_a = first.new_page()
+    onboard_in(tab_a, base)
+    tab_a.goto(base + "/login")
+    tab_b = first.new_page()
+    tab_b.goto(base + "/login")
+    # The token is fetched on first use and sent as X-Maxy-CSRF.
+    assert tab_b.evaluate(POST_SETTING) == 200
+    before = tab_b.evaluate("window.maxySession.token()")
+
+    # "New session" in tab A: tab B learns the new token over BroadcastChannel, silently.
+    rotated = tab_a.evaluate("window.maxySession.rotate()")
+    assert rotated["csrf"] != before
+    tab_b.wait_for_function("t => window.maxySession.token() === t", arg=rotated["csrf"])
+    requests: list[str] = []
+    tab_b.on("request", lambda request: requests.append(request.url))
+    assert tab_b.evaluate(POST_SETTING) == 200
+    assert requests == [base + "/api/admin/settings/remote-password"]  # no refetch, no retry
+    assert tab_b.locator("#session-banner").count() == 0
+
+    # A rotation nobody broadcast (the same cookie jar, a stale token in tab B): one refetch of
+    # the token, one retry, no banner.
+    tab_a.evaluate(
+        """t => fetch("/api/admin/session/rotate", {method: "POST", headers: {"X-Maxy-CSRF": t}})
+            .then(r => r.status)""",
+        rotated["csrf"],
+    )
+    requests.clear()
+    assert tab_b.evaluate(POST_SETTING) == 200
+    setting, session = base + "/api/admin/settings/remote-password", base + "/api/admin/session"
+    assert requests == [setting, session, setting]
+    assert tab_b.locator("#session-banner").count() == 0
+
+    # Another browser logs in; then tab A rotates again: the other browser's cookie is stale.
+    second = browser.new_context()
+    other = second.new_page()
+    log_in(other, base)
+    assert other.evaluate(POST_SETTING) == 200
+    tab_a.evaluate("window.maxySession.rotate()")
+    assert other.evaluate(POST_SETTING) == 401
+    banner = other.locator("#session-banner")
+    banner.wait_for()
+    assert banner.inner_text() == BANNER
+    assert other.evaluate(POST_SETTING) == 401
+    assert other.locator("#session-banner").count() == 1  # one banner, however often it fails
+    with other.expect_navigation():
+        banner.click()
+    assert other.locator("#session-banner").count() == 0
+    first.close()
+    second.close()
