@@ -55,3 +55,11 @@ bench-quality DIR="../shared/ir/cranfield": bootstrap
 # memory-search latency at 10k and 100k nodes vs the sequential per-label baseline (own Neo4j).
 bench-search: bootstrap
     {{venv}}/bin/python tests/bench/bench_search.py
+
+# Edge proxy overhead (p50/p99 vs the app's socket) and SSE fan-out latency to 100 clients.
+bench-edge: bootstrap
+    {{venv}}/bin/python tests/bench/bench_edge.py
+
+# Session manager: spawn-to-ready p50/p95 and transcript write -> SSE delta at two clients (own manager).
+bench-sessions: bootstrap
+    {{venv}}/bin/python tests/bench/bench_sessions.py

@@ -1,7 +1,9 @@
 """The ``maxy`` command: one binary, one subcommand per role and per chore.
 
     maxy run                      development: Neo4j + engine + edge, supervised
-    maxy edge                     TCP :19200 (Granian + Starlette)
+    maxy edge                     TCP :19200 (Granian + Starlette), proxies to the app
+    maxy app                      the web UI and JSON API on a Unix socket
+    maxy manager                  Claude Code sessions in PTYs, HTTP + SSE on a Unix socket
     maxy engine                   retrieval engine (Neo4j pool + embedding model), RPC socket
     maxy mcp                      memory tools over MCP/stdio, for claude sessions
     maxy memory search|ingest     search or ingest through the engine
@@ -73,6 +75,24 @@ def cmd_run(settings: Settings, args: argparse.Namespace) -> int:
 def cmd_edge(settings: Settings, args: argparse.Namespace) -> int:
     """Serve the edge."""
     from appliance.edge import server
+
+    _require_account(settings)
+    server.serve(settings)
+    return 0
+
+
+def cmd_app(settings: Settings, args: argparse.Namespace) -> int:
+    """Serve the web app on its Unix socket."""
+    from appliance.app import server
+
+    _require_account(settings)
+    server.serve(settings)
+    return 0
+
+
+def cmd_manager(settings: Settings, args: argparse.Namespace) -> int:
+    """Serve the PTY session manager on its Unix socket."""
+    from appliance.sessions import server
 
     _require_account(settings)
     server.serve(settings)
@@ -199,10 +219,14 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="maxy", description="Maxy, a home AI appliance.")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    sub.add_parser("run", help="development: Neo4j, engine and edge, supervised").set_defaults(
+    sub.add_parser("run", help="development: Neo4j, engine, app and edge, supervised").set_defaults(
         func=cmd_run
     )
     sub.add_parser("edge", help="serve TCP :19200").set_defaults(func=cmd_edge)
+    sub.add_parser("app", help="serve the web app on its Unix socket").set_defaults(func=cmd_app)
+    sub.add_parser("manager", help="serve the PTY session manager on its Unix socket").set_defaults(
+        func=cmd_manager
+    )
     engine = sub.add_parser("engine", help="serve the retrieval engine over RPC")
     engine.add_argument(
         "--rebuild-vector-indexes",

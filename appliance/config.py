@@ -98,6 +98,23 @@ def _weight(raw: str) -> float:
     return value
 
 
+def _seconds(raw: str) -> float:
+    value = float(raw)
+    if not value > 0:
+        raise ValueError("a positive number of seconds")
+    return value
+
+
+PERMISSION_MODES = ("acceptEdits", "auto", "bypassPermissions", "manual", "dontAsk", "plan")
+
+
+def _permission_mode(raw: str) -> str:
+    mode = raw.strip()
+    if mode not in PERMISSION_MODES:
+        raise ValueError("one of " + ", ".join(PERMISSION_MODES))
+    return mode
+
+
 def _bool(raw: str) -> bool:
     text = raw.strip().lower()
     if text in {"1", "true", "yes", "on"}:
@@ -228,6 +245,42 @@ SETTINGS: tuple[Setting, ...] = (
         "Results a search returns unless the caller asks otherwise.",
         _positive_int,
     ),
+    Setting("claude_bin", "claude", "The Claude Code CLI the session manager runs (name or path)."),
+    Setting("claude_model", "sonnet", "Model of a session unless its spawn names one."),
+    Setting(
+        "claude_permission_mode",
+        "bypassPermissions",
+        "Permission mode of an admin session unless its spawn names one.",
+        _permission_mode,
+    ),
+    Setting(
+        "specialist_cap",
+        3,
+        "Specialist sessions at once; a new one evicts the oldest idle.",
+        _positive_int,
+    ),
+    Setting(
+        "operator_reserve",
+        2,
+        "PTY slots kept for the operator: specialists never take them.",
+        _non_negative_int,
+    ),
+    Setting("pty_cap", 8, "Claude Code sessions (PTYs) at once, all kinds.", _positive_int),
+    Setting(
+        "idle_reap_interval", 30.0, "Seconds between idle-reaper passes over specialists.", _seconds
+    ),
+    Setting(
+        "idle_limit", 120.0, "Seconds a specialist may stay silent before it is stopped.", _seconds
+    ),
+    Setting(
+        "stop_grace", 5.0, "Seconds a stopped session gets after SIGTERM before SIGKILL.", _seconds
+    ),
+    Setting(
+        "manager_keepalive",
+        25.0,
+        "Seconds between keep-alive comments on the session feed.",
+        _seconds,
+    ),
 )
 
 _BY_NAME: dict[str, Setting] = {s.name: s for s in SETTINGS}
@@ -267,6 +320,16 @@ class Settings:
     search_dedup: bool
     purge_grace_days: int
     search_limit: int
+    claude_bin: str
+    claude_model: str
+    claude_permission_mode: str
+    specialist_cap: int
+    operator_reserve: int
+    pty_cap: int
+    idle_reap_interval: float
+    idle_limit: float
+    stop_grace: float
+    manager_keepalive: float
 
     @property
     def accounts_dir(self) -> Path:

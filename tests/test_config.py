@@ -73,6 +73,16 @@ DEFAULTS: list[tuple[str, Any]] = [
     ("search_dedup", False),
     ("purge_grace_days", 7),
     ("search_limit", 10),
+    ("claude_bin", "claude"),
+    ("claude_model", "sonnet"),
+    ("claude_permission_mode", "bypassPermissions"),
+    ("specialist_cap", 3),
+    ("operator_reserve", 2),
+    ("pty_cap", 8),
+    ("idle_reap_interval", 30.0),
+    ("idle_limit", 120.0),
+    ("stop_grace", 5.0),
+    ("manager_keepalive", 25.0),
 ]
 
 

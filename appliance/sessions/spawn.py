@@ -1,0 +1,331 @@
+"""What a session is started with: the request, argv, environment and a pre-seeded config dir.
+
+Two kinds of spawn:
+
+- ``rc-spawn`` (admin): the owner's agent. An MCP config registers ``maxy mcp`` with the account's
+  environment (ACCOUNT_ID, SESSION_ID, MAXY_* paths), ``--add-dir`` names the bundled agent
+  directories, permission mode and model come from the request or the settings, and
+  ``--resume`` continues an earlier session.
+- ``public-spawn``: a visitor's chat, toolless by construction: an MCP config with zero servers
+  and ``--strict-mcp-config``, no built-in tools (``--tools ""``), an empty allow-list and a deny
+  list covering the native tools and every MCP tool.
+
+The initial message is the trailing argument (after ``--``), never typed into the PTY. The
+account's ``CLAUDE_CONFIG_DIR`` is seeded so the CLI never stops on a prompt nobody would answer:
+onboarding done, the API key approved, the bypass-mode warning and auto-mode offer seen, folder
+trust for each working directory; ``settings.json`` holds ``permissions.allow: []`` and the
+bypass default mode.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import time
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from appliance.config import PERMISSION_MODES, Settings
+from appliance.sessions.errors import BadRequest, ClaudeNotFound
+
+Kind = Literal["admin", "public"]
+
+# Native tools a public agent must never have, and every MCP tool.
+DENIED_TOOLS = (
+    "Agent",
+    "Task",
+    "Bash",
+    "BashOutput",
+    "KillShell",
+    "Edit",
+    "MultiEdit",
+    "Write",
+    "Read",
+    "Glob",
+    "Grep",
+    "LS",
+    "NotebookEdit",
+    "NotebookRead",
+    "WebFetch",
+    "WebSearch",
+    "TodoWrite",
+    "Skill",
+    "SlashCommand",
+    "ExitPlanMode",
+    "mcp__*",
+)
+PUBLIC_PERMISSION_MODE = "dontAsk"
+SEED_PERMISSION_MODE = "bypassPermissions"
+# Variables a parent Claude Code sets that would make the child think it is nested.
+_PARENT_VARIABLES = ("CLAUDECODE", "CLAUDE_CODE_ENTRYPOINT", "CLAUDE_CODE_SSE_PORT")
+_AGENT_SLUG = re.compile(r"^[a-z0-9][a-z0-9-]{0,63}$")
+_UUID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
+
+
+def _text(data: Mapping[str, Any], key: str, limit: int = 2000) -> str | None:
+    value = data.get(key)
+    if value is None or value == "":
+        return None
+    if not isinstance(value, str) or len(value) > limit:
+        raise BadRequest(f"{key} must be a string of at most {limit} characters.")
+    return value
+
+
+def _flag(data: Mapping[str, Any], key: str) -> bool:
+    value = data.get(key, False)
+    if not isinstance(value, bool):
+        raise BadRequest(f"{key} must be true or false.")
+    return value
+
+
+@dataclass(frozen=True)
+class SpawnRequest:
+    """One spawn, as the app asks for it."""
+
+    kind: Kind
+    message: str | None = None
+    model: str | None = None
+    permission_mode: str | None = None
+    resume: str | None = None
+    agent: str | None = None
+    system_prompt: str | None = None
+    specialist: bool = False
+    close_after_turn: bool = False
+    hidden: bool = False
+    sender_id: str | None = None
+    role: str | None = None
+    channel: str | None = None
+    url: str | None = None
+
+    @classmethod
+    def from_json(cls, kind: Kind, data: Any) -> SpawnRequest:
+        """Validate a request body; raise :class:`BadRequest` naming the field."""
+        if not isinstance(data, dict):
+            raise BadRequest("The body must be a JSON object.")
+        mode = _text(data, "permissionMode", 40)
+        if mode is not None and mode not in PERMISSION_MODES:
+            raise BadRequest(f"permissionMode must be one of {', '.join(PERMISSION_MODES)}.")
+        if kind == "public" and (mode is not None or data.get("resume")):
+            raise BadRequest("A public session takes neither permissionMode nor resume.")
+        resume = _text(data, "resume", 36)
+        if resume is not None and not _UUID.match(resume):
+            raise BadRequest("resume must be a session id (a UUID).")
+        agent = _text(data, "agent", 64)
+        if agent is not None and not _AGENT_SLUG.match(agent):
+            raise BadRequest("agent must be an agent slug (lower-case letters, digits, -).")
+        return cls(
+            kind=kind,
+            message=_text(data, "message", 100_000),
+            model=_text(data, "model", 100),
+            permission_mode=mode,
+            resume=resume,
+            agent=agent,
+            system_prompt=_text(data, "systemPrompt", 100_000),
+            specialist=_flag(data, "specialist"),
+            close_after_turn=_flag(data, "closeAfterTurn"),
+            hidden=_flag(data, "hidden"),
+            sender_id=_text(data, "senderId", 200),
+            role=_text(data, "role", 100),
+            channel=_text(data, "channel", 100),
+            url=_text(data, "url", 2000),
+        )
+
+
+@dataclass(frozen=True)
+class Plan:
+    """Everything needed to start one process."""
+
+    session_id: str
+    argv: list[str]
+    env: dict[str, str]
+    cwd: Path
+    sidecar: dict[str, Any]
+
+
+def child_environment(environ: Mapping[str, str]) -> dict[str, str]:
+    """The environment every session starts from: the manager's, minus a parent CLI's marks."""
+    env = {k: v for k, v in environ.items() if k not in _PARENT_VARIABLES}
+    env["DISABLE_AUTOUPDATER"] = "1"
+    env.setdefault("TERM", "xterm-256color")
+    env.setdefault("COLORTERM", "truecolor")
+    return env
+
+
+def find_claude(claude_bin: str, env: Mapping[str, str]) -> str:
+    """The absolute path of the CLI, or :class:`ClaudeNotFound` saying how to fix it."""
+    found = shutil.which(claude_bin, path=env.get("PATH", os.defpath))
+    if found is None:
+        raise ClaudeNotFound(
+            f"The Claude Code CLI {claude_bin!r} was not found on PATH. Install it "
+            "(npm i -g @anthropic-ai/claude-code) or set MAXY_CLAUDE_BIN to its path."
+        )
+    return os.path.abspath(found)
+
+
+def _write_json(path: Path, data: Any) -> None:
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(data, indent=2) + "\n")
+    os.replace(tmp, path)
+
+
+def _read_json(path: Path) -> dict[str, Any]:
+    try:
+        data = json.loads(path.read_text())
+    except (FileNotFoundError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def seed_config(config_dir: Path, api_key: str | None, cwds: list[Path]) -> None:
+    """Pre-seed ``.claude.json`` and ``settings.json`` so no first-run prompt appears."""
+    config_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+    state_path = config_dir / ".claude.json"
+    state = _read_json(state_path)
+    before = json.dumps(state, sort_keys=True)
+    state["hasCompletedOnboarding"] = True
+    state["bypassPermissionsModeAccepted"] = True
+    state["hasSeenAutoDefaultNudge"] = True
+    if api_key:
+        responses = state.setdefault("customApiKeyResponses", {"approved": [], "rejected": []})
+        approved = responses.setdefault("approved", [])
+        responses.setdefault("rejected", [])
+        tail = api_key.strip()[-20:]  # the CLI remembers a key by its last 20 characters
+        if tail not in approved:
+            approved.append(tail)
+    projects = state.setdefault("projects", {})
+    for cwd in cwds:
+        projects.setdefault(str(cwd), {})["hasTrustDialogAccepted"] = True
+    if json.dumps(state, sort_keys=True) != before:
+        _write_json(state_path, state)
+    settings_path = config_dir / "settings.json"
+    settings = _read_json(settings_path)
+    if not settings_path.exists() or "permissions" not in settings:
+        permissions = settings.setdefault("permissions", {})
+        permissions.setdefault("allow", [])
+        permissions.setdefault("defaultMode", SEED_PERMISSION_MODE)
+        settings.setdefault("skipDangerousModePermissionPrompt", True)
+        _write_json(settings_path, settings)
+
+
+class Spawner:
+    """Builds the plan of each spawn for one account."""
+
+    def __init__(self, settings: Settings, environ: Mapping[str, str], mcp_command: list[str]):
+        self.settings = settings
+        self.account_id = settings.require_account_id()
+        self.account_dir = settings.accounts_dir / self.account_id
+        self.config_dir = self.account_dir / "claude"
+        self.public_dir = self.account_dir / "public"
+        self.base_env = child_environment(environ)
+        self.api_key = environ.get("ANTHROPIC_API_KEY") or None
+        self.mcp_command = mcp_command
+
+    def agent_dirs(self) -> list[Path]:
+        """The bundled agent directories an admin session may read."""
+        agents = self.account_dir / "agents"
+        try:
+            return sorted(p for p in agents.iterdir() if p.is_dir())
+        except FileNotFoundError:
+            return []
+
+    def working_dirs(self) -> list[Path]:
+        """Every directory a session may start in (each gets folder trust)."""
+        return [self.account_dir.resolve(), self.public_dir.resolve()] + [
+            p.resolve() for p in self.agent_dirs()
+        ]
+
+    def prepare(self) -> None:
+        """Create the config dir and seed it (once at start; cheap to repeat)."""
+        self.public_dir.mkdir(parents=True, exist_ok=True)
+        seed_config(self.config_dir, self.api_key, self.working_dirs())
+
+    def cwd_for(self, request: SpawnRequest) -> Path:
+        """The working directory of a session."""
+        if request.kind == "admin":
+            return self.account_dir.resolve()
+        if request.agent:
+            agent_dir = self.account_dir / "agents" / request.agent
+            if agent_dir.is_dir():
+                return agent_dir.resolve()
+        return self.public_dir.resolve()
+
+    def mcp_config(self, session_id: str) -> dict[str, Any]:
+        """The admin MCP config: ``maxy mcp`` with the account's environment."""
+        settings = self.settings
+        return {
+            "mcpServers": {
+                "maxy": {
+                    "type": "stdio",
+                    "command": self.mcp_command[0],
+                    "args": [*self.mcp_command[1:], "mcp"],
+                    "env": {
+                        "ACCOUNT_ID": self.account_id,
+                        "SESSION_ID": session_id,
+                        "MAXY_ACCOUNT_ID": self.account_id,
+                        "MAXY_DATA_DIR": str(settings.data_dir),
+                        "MAXY_RUNTIME_DIR": str(settings.runtime_dir),
+                        "MAXY_LOG_LEVEL": settings.log_level,
+                    },
+                }
+            }
+        }
+
+    def plan(self, request: SpawnRequest) -> Plan:
+        """Argv, environment, working directory and sidecar of one spawn."""
+        claude = find_claude(self.settings.claude_bin, self.base_env)
+        session_id = request.resume or str(uuid.uuid4())
+        cwd = self.cwd_for(request)
+        model = request.model or self.settings.claude_model
+        argv = [claude]
+        argv += ["--resume", session_id] if request.resume else ["--session-id", session_id]
+        env = dict(self.base_env)
+        env.update(CLAUDE_CONFIG_DIR=str(self.config_dir), SESSION_ID=session_id)
+        if request.kind == "admin":
+            mode = request.permission_mode or self.settings.claude_permission_mode
+            argv += ["--mcp-config", json.dumps(self.mcp_config(session_id))]
+            for folder in self.agent_dirs():
+                argv += ["--add-dir", str(folder.resolve())]
+            env.update(ACCOUNT_ID=self.account_id)
+        else:
+            mode = PUBLIC_PERMISSION_MODE
+            argv += ["--mcp-config", json.dumps({"mcpServers": {}}), "--strict-mcp-config"]
+            argv += ["--tools", "", "--allowedTools", ""]
+            argv += ["--disallowedTools", ",".join(DENIED_TOOLS)]
+            env.update(ACCOUNT_ID=self.account_id, ALLOWED_SCOPES="public")
+            if request.agent:
+                env["AGENT_SLUG"] = request.agent
+        argv += ["--permission-mode", mode]
+        if model:
+            argv += ["--model", model]
+        if request.system_prompt:
+            argv += ["--append-system-prompt", request.system_prompt]
+        if request.message:
+            argv += ["--", request.message]
+        sidecar = {
+            "sessionId": session_id,
+            "kind": request.kind,
+            "senderId": request.sender_id,
+            "role": request.role,
+            "channel": request.channel,
+            "url": request.url,
+            "startedAt": int(time.time() * 1000),
+            "permissionMode": mode,
+            "model": model,
+            "hidden": request.hidden,
+            "specialist": request.specialist,
+            "closeAfterTurn": request.close_after_turn,
+            "agent": request.agent,
+            "cwd": str(cwd),
+        }
+        return Plan(session_id, argv, env, cwd, sidecar)
+
+
+def write_sidecar(path: Path, sidecar: dict[str, Any]) -> None:
+    """Write (or replace) a session's sidecar atomically."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    _write_json(path, sidecar)

@@ -1,0 +1,119 @@
+"""Reading the CLI's JSONL transcripts incrementally: titles, prompts and the end of a turn.
+
+A transcript is one JSON object a line, appended while the session runs. :class:`Transcript`
+remembers how far it has read, so each change costs only the new bytes; a line cut in the middle
+by a slow flush is kept until its newline arrives.
+
+Titles come from the transcript's own title lines: ``custom-title`` (the operator's) wins over
+``ai-title`` (the CLI's), which wins over the older ``summary`` lines. A turn has ended when the
+last conversation line is an assistant message whose ``stop_reason`` is terminal.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+TERMINAL_STOP_REASONS = frozenset({"end_turn", "stop_sequence", "max_tokens", "refusal"})
+
+
+def _is_prompt(entry: dict[str, Any]) -> bool:
+    """A user line typed or sent by a person, not a tool result or a meta line."""
+    if entry.get("isMeta") or entry.get("isSidechain"):
+        return False
+    message = entry.get("message")
+    if not isinstance(message, dict):
+        return False
+    content = message.get("content")
+    if isinstance(content, str):
+        return True
+    if isinstance(content, list):
+        return any(isinstance(b, dict) and b.get("type") != "tool_result" for b in content)
+    return False
+
+
+@dataclass
+class Transcript:
+    """What has been read of one transcript so far."""
+
+    offset: int = 0
+    inode: int | None = None
+    lines: int = 0
+    prompts: int = 0
+    turn_ended: bool = False
+    stop_reason: str | None = None
+    last_timestamp: str | None = None
+    titles: dict[str, str] = field(default_factory=dict)
+    _partial: bytes = b""
+
+    @property
+    def title(self) -> str | None:
+        """The best title line seen."""
+        for kind in ("custom-title", "ai-title", "summary"):
+            if kind in self.titles:
+                return self.titles[kind]
+        return None
+
+    def reset(self) -> None:
+        """Forget everything read (the file was replaced or truncated)."""
+        fresh = Transcript()
+        self.__dict__.update(fresh.__dict__)
+
+    def feed(self, data: bytes) -> None:
+        """Take newly appended bytes; complete lines are applied, a partial one is kept."""
+        self.offset += len(data)
+        chunk = self._partial + data
+        *complete, self._partial = chunk.split(b"\n")
+        for raw in complete:
+            if not raw.strip():
+                continue
+            self.lines += 1
+            try:
+                entry = json.loads(raw)
+            except ValueError:
+                continue  # a corrupt line is counted, not fatal
+            if isinstance(entry, dict):
+                self.apply(entry)
+
+    def apply(self, entry: dict[str, Any]) -> None:
+        """Update titles, prompt count and turn state from one line."""
+        kind = entry.get("type")
+        timestamp = entry.get("timestamp")
+        if isinstance(timestamp, str):
+            self.last_timestamp = timestamp
+        if kind == "custom-title" and isinstance(entry.get("customTitle"), str):
+            self.titles["custom-title"] = entry["customTitle"]
+        elif kind == "ai-title" and isinstance(entry.get("aiTitle"), str):
+            self.titles["ai-title"] = entry["aiTitle"]
+        elif kind == "summary" and isinstance(entry.get("summary"), str):
+            self.titles["summary"] = entry["summary"]
+        elif kind == "user" and not entry.get("isSidechain"):
+            if _is_prompt(entry):
+                self.prompts += 1
+            self.turn_ended = False
+        elif kind == "assistant" and not entry.get("isSidechain"):
+            message = entry.get("message")
+            reason = message.get("stop_reason") if isinstance(message, dict) else None
+            self.stop_reason = reason if isinstance(reason, str) else None
+            self.turn_ended = self.stop_reason in TERMINAL_STOP_REASONS
+
+    def read(self, path: Path) -> bool:
+        """Read what was appended to ``path`` since the last call; True if anything changed."""
+        try:
+            with path.open("rb") as handle:
+                stat = os.fstat(handle.fileno())
+                if stat.st_ino != self.inode or stat.st_size < self.offset:
+                    self.reset()
+                    self.inode = stat.st_ino
+                if stat.st_size == self.offset:
+                    return False
+                handle.seek(self.offset)
+                data = handle.read(stat.st_size - self.offset)
+        except FileNotFoundError:
+            return False
+        before = (self.lines, self.title, self.turn_ended, self.prompts)
+        self.feed(data)
+        return (self.lines, self.title, self.turn_ended, self.prompts) != before or bool(data)

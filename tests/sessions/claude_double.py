@@ -1,0 +1,297 @@
+"""An executable stand-in for the `claude` CLI, for the session manager's tests.
+
+It behaves like the real CLI where the manager looks: it writes ``sessions/<pid>.json`` under
+``$CLAUDE_CONFIG_DIR`` at start (status idle/busy, ``procStart`` from ``/proc/self/stat``),
+writes the transcript ``projects/<slug>/<sessionId>.jsonl`` on its first turn, adds title lines,
+ends turns with a ``stop_reason``, removes its PID file when it exits cleanly, and takes prompts
+typed into its terminal (one line a turn; ``/exit`` quits; ``!flood N`` prints N bytes and
+``!size`` prints the terminal size, for the terminal bridge's tests).
+
+Behaviour is set by environment variables ``CLAUDE_DOUBLE_<KEY>`` and, per spawn, by a directive
+in the initial prompt, ``[double key=value …]``, which wins. Keys:
+
+    start_delay=S      seconds before the PID file is written
+    turn=S             seconds a turn takes (default 0.05)
+    hold=1             a turn never ends: status stays busy
+    stop_reason=R      how a turn ends (end_turn, tool_use, max_tokens, …)
+    title=T            an ai-title line after the first turn
+    custom_title=T     a custom-title line after the first turn
+    crash=start|turn   exit 3 before the PID file, or in the middle of the first turn
+    slow_flush=S       write each transcript line in two parts, S seconds apart
+    ignore_term=1      ignore SIGTERM
+    ignore_hup=1       outlive the terminal: ignore SIGHUP and a closed PTY
+    exit_after_turn=1  exit 0 after the first turn
+    output=N           print N bytes to the terminal at start
+    bridge=ID          a bridgeSessionId in the PID file
+    record=DIR         write argv, environment and cwd to DIR/<sessionId>.json
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import select
+import signal
+import sys
+import time
+import uuid
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+VERSION = "2.1.328-double"
+# Options that take one value, and those that take values up to the next option.
+SINGLE = {"--session-id", "--resume", "--permission-mode", "--model", "--append-system-prompt"}
+VARIADIC = {"--mcp-config", "--add-dir", "--allowedTools", "--disallowedTools", "--tools"}
+DIRECTIVE = re.compile(r"\[double ([^\]]*)\]")
+
+
+def parse_argv(argv: list[str]) -> tuple[dict[str, list[str]], dict[str, bool], str | None]:
+    """Options with values, flags, and the trailing prompt."""
+    options: dict[str, list[str]] = {}
+    flags: dict[str, bool] = {}
+    prompt = None
+    i = 0
+    while i < len(argv):
+        arg = argv[i]
+        if arg == "--":
+            prompt = " ".join(argv[i + 1 :]) or None
+            break
+        if arg in SINGLE:
+            options.setdefault(arg, []).append(argv[i + 1])
+            i += 2
+        elif arg in VARIADIC:
+            i += 1
+            values = options.setdefault(arg, [])
+            while i < len(argv) and not argv[i].startswith("--"):
+                values.append(argv[i])
+                i += 1
+        elif arg.startswith("--"):
+            flags[arg] = True
+            i += 1
+        else:
+            prompt = arg
+            i += 1
+    return options, flags, prompt
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+def iso() -> str:
+    return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+class Double:
+    def __init__(self, argv: list[str]) -> None:
+        self.options, self.flags, prompt = parse_argv(argv)
+        self.conf: dict[str, str] = {
+            k[len("CLAUDE_DOUBLE_") :].lower(): v
+            for k, v in os.environ.items()
+            if k.startswith("CLAUDE_DOUBLE_")
+        }
+        if prompt:
+            for match in DIRECTIVE.finditer(prompt):
+                for pair in match.group(1).split():
+                    key, _, value = pair.partition("=")
+                    self.conf[key] = value
+        self.prompt = prompt
+        self.session_id = (
+            self.options.get("--resume") or self.options.get("--session-id") or [""]
+        )[0] or str(uuid.uuid4())
+        self.config = Path(os.environ.get("CLAUDE_CONFIG_DIR") or Path.home() / ".claude")
+        self.cwd = os.getcwd()
+        slug = re.sub(r"[^A-Za-z0-9]", "-", self.cwd)
+        self.transcript = self.config / "projects" / slug / f"{self.session_id}.jsonl"
+        self.pid_file = self.config / "sessions" / f"{os.getpid()}.json"
+        self.status = "idle"
+        self.parent: str | None = None
+        self.turns = 0
+        self.started = now_ms()
+
+    def get(self, key: str, default: str = "") -> str:
+        return self.conf.get(key, default)
+
+    def write_pid_file(self) -> None:
+        stat = Path("/proc/self/stat").read_text()
+        proc_start = stat[stat.rindex(")") + 2 :].split()[19]
+        data: dict[str, Any] = {
+            "pid": os.getpid(),
+            "sessionId": self.session_id,
+            "cwd": self.cwd,
+            "startedAt": self.started,
+            "procStart": proc_start,
+            "version": VERSION,
+            "kind": "interactive",
+            "entrypoint": "cli",
+            "name": f"double-{self.session_id[:4]}",
+            "nameSource": "derived",
+            "status": self.status,
+            "updatedAt": now_ms(),
+            "statusUpdatedAt": now_ms(),
+        }
+        if self.get("bridge"):
+            data["bridgeSessionId"] = self.get("bridge")
+        self.pid_file.parent.mkdir(parents=True, exist_ok=True)
+        # Written in place, like the CLI: a reader may see it half written.
+        with self.pid_file.open("w") as handle:
+            handle.write(json.dumps(data))
+
+    def set_status(self, status: str) -> None:
+        self.status = status
+        self.write_pid_file()
+
+    def remove_pid_file(self) -> None:
+        try:
+            self.pid_file.unlink()
+        except FileNotFoundError:
+            pass
+
+    def append(self, entry: dict[str, Any]) -> None:
+        entry.setdefault("sessionId", self.session_id)
+        line = (json.dumps(entry) + "\n").encode()
+        self.transcript.parent.mkdir(parents=True, exist_ok=True)
+        with self.transcript.open("ab") as handle:
+            slow = float(self.get("slow_flush", "0") or 0)
+            if slow:
+                handle.write(line[: len(line) // 2])
+                handle.flush()
+                time.sleep(slow)
+                handle.write(line[len(line) // 2 :])
+            else:
+                handle.write(line)
+
+    def message(self, kind: str, message: dict[str, Any], **extra: Any) -> None:
+        uid = str(uuid.uuid4())
+        entry = {
+            "parentUuid": self.parent,
+            "type": kind,
+            "message": message,
+            "uuid": uid,
+            "timestamp": iso(),
+            "cwd": self.cwd,
+            "version": VERSION,
+            **extra,
+        }
+        self.append(entry)
+        self.parent = uid
+
+    def turn(self, prompt: str) -> None:
+        self.turns += 1
+        self.set_status("busy")
+        out(f"\r\n> {prompt}\r\n")
+        if self.turns == 1 and not self.transcript.exists():
+            mode = (self.options.get("--permission-mode") or ["default"])[0]
+            self.append({"type": "permission-mode", "permissionMode": mode})
+        self.message("user", {"role": "user", "content": prompt})
+        time.sleep(float(self.get("turn", "0.05") or 0))
+        if self.get("crash") == "turn":
+            os._exit(3)
+        while self.get("hold") == "1":
+            time.sleep(0.5)
+        reason = self.get("stop_reason", "end_turn")
+        model = (self.options.get("--model") or ["claude-double"])[0]
+        if reason == "tool_use":
+            content: list[dict[str, Any]] = [
+                {"type": "tool_use", "id": "toolu_1", "name": "Read", "input": {}}
+            ]
+        else:
+            content = [{"type": "text", "text": f"Reply {self.turns} to: {prompt}"}]
+        self.message(
+            "assistant",
+            {"role": "assistant", "model": model, "content": content, "stop_reason": reason},
+        )
+        if reason == "tool_use":
+            self.message(
+                "user",
+                {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_1"}]},
+            )
+            return  # the turn goes on; the status stays busy
+        self.append({"type": "system", "subtype": "turn_duration", "durationMs": 50})
+        if self.turns == 1 and self.get("title"):
+            self.append({"type": "ai-title", "aiTitle": self.get("title")})
+        if self.turns == 1 and self.get("custom_title"):
+            self.append({"type": "custom-title", "customTitle": self.get("custom_title")})
+        out(f"Reply {self.turns}\r\n")
+        self.set_status("idle")
+        if self.get("exit_after_turn") == "1":
+            self.exit(0)
+
+    def exit(self, code: int) -> None:
+        self.remove_pid_file()
+        os._exit(code)
+
+    def run(self) -> None:
+        record = self.get("record")
+        if record:
+            Path(record).mkdir(parents=True, exist_ok=True)
+            info = {"argv": sys.argv[1:], "env": dict(os.environ), "cwd": self.cwd}
+            (Path(record) / f"{self.session_id}.json").write_text(json.dumps(info))
+        if self.get("ignore_term") == "1":
+            signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        else:
+            signal.signal(signal.SIGTERM, lambda *_: self.exit(143))
+        if self.get("ignore_hup") == "1":
+            signal.signal(signal.SIGHUP, signal.SIG_IGN)
+        else:
+            signal.signal(signal.SIGHUP, lambda *_: self.exit(129))
+        if self.get("crash") == "start":
+            out("fatal: the double was told to crash\r\n")
+            os._exit(3)
+        time.sleep(float(self.get("start_delay", "0") or 0))
+        self.write_pid_file()
+        out(f"claude double {VERSION} session {self.session_id}\r\n")
+        filler = int(self.get("output", "0") or 0)
+        if filler:
+            out("x" * filler)
+        if self.prompt:
+            self.turn(self.prompt)
+        buffered = b""
+        while True:
+            ready, _, _ = select.select([0], [], [], 1.0)
+            if not ready:
+                continue
+            try:
+                chunk = os.read(0, 4096)
+            except OSError:
+                chunk = b""
+            if not chunk:  # the terminal is gone
+                while self.get("ignore_hup") == "1":
+                    time.sleep(1)
+                self.exit(0)
+            buffered += chunk
+            while b"\n" in buffered:
+                line, buffered = buffered.split(b"\n", 1)
+                text = line.decode(errors="replace").strip()
+                if text == "/exit":
+                    self.exit(0)
+                if text.startswith("!flood "):
+                    flood(int(text.split()[1]))
+                elif text == "!size":
+                    size = os.get_terminal_size(0)
+                    out(f"size {size.lines}x{size.columns}\r\n")
+                elif text:
+                    self.turn(text)
+
+
+def flood(size: int) -> None:
+    """Print ``size`` bytes in 32 KiB pieces, about as fast as a busy terminal program."""
+    while size > 0:
+        piece = min(size, 32 * 1024)
+        out("y" * piece)
+        size -= piece
+        time.sleep(0.001)
+    out("\r\nflood done\r\n")
+
+
+def out(text: str) -> None:
+    try:
+        os.write(1, text.encode())
+    except OSError:
+        pass
+
+
+if __name__ == "__main__":
+    Double(sys.argv[1:]).run()

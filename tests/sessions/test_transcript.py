@@ -1,0 +1,133 @@
+"""Reading transcripts incrementally: titles, prompts, the end of a turn, partial lines."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from appliance.sessions.transcript import Transcript
+
+
+def line(**entry: Any) -> bytes:
+    return (json.dumps(entry) + "\n").encode()
+
+
+def user(text: str) -> bytes:
+    return line(type="user", message={"role": "user", "content": text}, timestamp="t1")
+
+
+def assistant(reason: str | None) -> bytes:
+    return line(
+        type="assistant",
+        message={"role": "assistant", "content": [{"type": "text"}], "stop_reason": reason},
+        timestamp="t2",
+    )
+
+
+TOOL_RESULT = line(type="user", message={"content": [{"type": "tool_result"}]})
+TURN = b"".join(
+    [
+        line(type="permission-mode", permissionMode="bypassPermissions"),
+        user("hello"),
+        assistant("tool_use"),
+        TOOL_RESULT,
+        assistant(None),
+        assistant("end_turn"),
+        line(type="system", subtype="turn_duration"),
+        line(type="ai-title", aiTitle="From the CLI"),
+    ]
+)
+
+
+@pytest.mark.parametrize(
+    ("reason", "ended"),
+    [
+        ("end_turn", True),
+        ("stop_sequence", True),
+        ("max_tokens", True),
+        ("refusal", True),
+        ("tool_use", False),
+        ("pause_turn", False),
+        (None, False),
+    ],
+)
+def test_a_turn_ends_on_a_terminal_stop_reason(reason: str | None, ended: bool) -> None:
+    transcript = Transcript()
+    transcript.feed(user("go") + assistant(reason))
+    assert transcript.turn_ended is ended and transcript.stop_reason == reason
+
+
+def test_a_new_prompt_or_tool_result_reopens_the_turn() -> None:
+    transcript = Transcript()
+    transcript.feed(user("one") + assistant("end_turn"))
+    transcript.feed(user("two"))
+    assert not transcript.turn_ended and transcript.prompts == 2
+    transcript.feed(assistant("tool_use") + TOOL_RESULT)
+    assert not transcript.turn_ended and transcript.prompts == 2  # a tool result is no prompt
+
+
+def test_titles_prefer_the_operator_then_the_cli_then_summaries() -> None:
+    transcript = Transcript()
+    transcript.feed(line(type="summary", summary="Old style"))
+    assert transcript.title == "Old style"
+    transcript.feed(line(type="ai-title", aiTitle="Generated"))
+    assert transcript.title == "Generated"
+    transcript.feed(line(type="custom-title", customTitle="Named by the owner"))
+    transcript.feed(line(type="ai-title", aiTitle="Generated later"))
+    assert transcript.title == "Named by the owner"
+
+
+def test_a_corrupt_line_is_counted_and_skipped() -> None:
+    transcript = Transcript()
+    transcript.feed(b"{not json\n" + user("fine"))
+    assert transcript.lines == 2 and transcript.prompts == 1
+
+
+@given(st.lists(st.integers(min_value=1, max_value=len(TURN)), max_size=12))
+def test_any_split_of_the_bytes_reads_the_same(cuts: list[int]) -> None:
+    whole = Transcript()
+    whole.feed(TURN)
+    pieces = Transcript()
+    last = 0
+    for cut in sorted(set(cuts)):
+        pieces.feed(TURN[last:cut])
+        last = cut
+    pieces.feed(TURN[last:])
+    assert (pieces.lines, pieces.prompts, pieces.turn_ended, pieces.title) == (
+        whole.lines,
+        whole.prompts,
+        whole.turn_ended,
+        whole.title,
+    )
+    assert (whole.lines, whole.prompts, whole.turn_ended, whole.title) == (
+        8,
+        1,
+        True,
+        "From the CLI",
+    )
+
+
+def test_read_follows_appends_and_starts_over_on_a_new_file(tmp_path: Path) -> None:
+    path = tmp_path / "s.jsonl"
+    transcript = Transcript()
+    assert transcript.read(path) is False  # not there yet
+    path.write_bytes(user("one"))
+    assert transcript.read(path) is True and transcript.prompts == 1
+    assert transcript.read(path) is False
+    with path.open("ab") as handle:
+        handle.write(user("two")[:10])
+    transcript.read(path)
+    assert transcript.lines == 1  # half a line waits for its newline
+    with path.open("ab") as handle:
+        handle.write(user("two")[10:])
+    transcript.read(path)
+    assert transcript.prompts == 2
+    path.unlink()
+    path.write_bytes(user("fresh"))  # replaced: a new inode is read from the start
+    transcript.read(path)
+    assert transcript.prompts == 1 and transcript.lines == 1
