@@ -11,6 +11,8 @@ from appliance.memory.errors import ModelLoadFailed, WriteRejected
 from appliance.memory.write import Edge, Writer, WriteRequest
 from tests.memory.conftest import Memory
 
+MODEL = "all-minilm-l6-v2.f16"
+
 pytestmark = pytest.mark.anyio
 
 
@@ -74,13 +76,20 @@ async def test_a_failed_embed_never_aborts_the_write(
     async def broken(text: str) -> list[float]:
         raise ModelLoadFailed("model made to fail")
 
-    writer = Writer(memory.graph, broken, "all-minilm-l6-v2.f16")
+    writer = Writer(memory.graph, broken, MODEL)
     with caplog.at_level(logging.WARNING):
-        done = await writer.write(memory.caller, WriteRequest("Note", {"name": "kept anyway"}))
+        done = await writer.write(memory.caller, WriteRequest("Task", {"name": "kept anyway"}))
     assert done["embedded"] is False and done["warnings"] == ["embed-failed"]
     assert "[graph-write] warn reason=embed-failed" in caplog.text
-    props = await node(memory, "Note", done["id"])
+    props = await node(memory, "Task", done["id"])
     assert props["name"] == "kept anyway" and "embedding" not in props
+    # A later reindex, with the model working again, embeds it.
+    from appliance.memory.reindex import reindex
+
+    result = await reindex(memory.graph, memory.caller, memory.writer.embed, MODEL)
+    assert (result["embedded"], result["skipped"]) == (1, 0), result
+    props = await node(memory, "Task", done["id"])
+    assert len(props["embedding"]) == 384 and props["embeddingModel"] == MODEL
 
 
 async def test_people_need_provenance(memory: Memory, caplog: pytest.LogCaptureFixture) -> None:
