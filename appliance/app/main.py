@@ -4,6 +4,7 @@ auth     onboarding (set the PIN), login, logout, "New session", the session API
 pages    admin shell, Data and Graph pages, their JSON APIs, static assets
 public   public agent pages (/{slug}, / on public hostnames, /bot)
 sites    /sites/* static publish tree
+sessions /api/admin/sessions/*: the session manager's HTTP, SSE and terminal, relayed
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from starlette.applications import Starlette
 from starlette.routing import BaseRoute
 
 from appliance.accounts import validate_account_id
-from appliance.app import auth, pages, public, sites
+from appliance.app import auth, pages, public, sessions, sites
 from appliance.app.context import AppContext
 from appliance.config import Settings, load_settings
 from appliance.rpc.client import RpcClient
@@ -37,6 +38,7 @@ def create_app(settings: Settings | None = None) -> Starlette:
     routes: list[BaseRoute] = [
         *auth.routes(ctx),
         *sites.routes(ctx),
+        *sessions.routes(ctx),
         *pages.routes(ctx),
         *public.routes(ctx),
     ]

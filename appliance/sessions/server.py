@@ -224,5 +224,7 @@ def serve(settings: Settings) -> None:
         uds_permissions=0o600,
         interface=Interfaces.ASGI,
         workers=1,
+        # Open /events streams (every browser showing the shell) would hold a stop forever.
+        workers_kill_timeout=5,
         log_level=LogLevels.warning,
     ).serve()

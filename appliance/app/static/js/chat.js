@@ -1,0 +1,259 @@
+// The chat pane of the Sessions page: the selected session's transcript (re-read whenever its
+// row changes) or its terminal (terminal.js), Stop and Download, and the composer, which types
+// into the selected session or, after "+", starts a new one. The rows come from sessions.js.
+// Plain ES5-style JS, no build step.
+(function () {
+  "use strict";
+
+  var API = "/api/admin/sessions";
+  var MODES = { plan: "plan", "accept-edits": "acceptEdits" }; // the mode menu's choices
+
+  var sessions = window.maxySessions;
+  var section = document.getElementById("sessions");
+  var startButton = document.getElementById("start-session");
+  var chat = {
+    log: document.getElementById("chat-log"),
+    empty: document.getElementById("chat-empty"),
+    turns: document.getElementById("chat-turns"),
+    status: document.getElementById("chat-status"),
+    bar: document.getElementById("session-bar"),
+    title: document.getElementById("session-bar-title"),
+    state: document.getElementById("session-bar-status"),
+    download: document.getElementById("session-download"),
+    stop: document.getElementById("session-stop"),
+    transcriptTab: document.getElementById("view-transcript"),
+    terminalTab: document.getElementById("view-terminal"),
+    terminal: document.getElementById("session-terminal"),
+    form: document.getElementById("composer"),
+    input: document.getElementById("composer-input"),
+    note: document.getElementById("composer-note"),
+  };
+  if (!sessions) return;
+  if (!chat.log || !chat.form || !chat.input || !chat.bar) {
+    // No chat pane on this page: "+" opens the Sessions page ready to start one.
+    if (startButton) {
+      startButton.addEventListener("click", function () { window.location.assign("/?new=1"); });
+    }
+    return;
+  }
+  sessions.chatPane = true;
+
+  var selected = null; // the session shown, null: "start a new one"
+  var view = "transcript";
+  var terminal = null;
+  var refreshTimer = null;
+  var loads = 0;
+  var api = sessions.api;
+  var statusOf = sessions.statusOf;
+
+  function jsonOf(response) {
+    return response.json().catch(function () { return {}; });
+  }
+
+  function textOf(content) {
+    if (typeof content === "string") return content;
+    if (!Array.isArray(content)) return "";
+    return content
+      .filter(function (block) { return block && block.type === "text" && typeof block.text === "string"; })
+      .map(function (block) { return block.text; })
+      .join("\n");
+  }
+
+  function turnsOf(ndjson) {
+    var turns = [];
+    ndjson.split("\n").forEach(function (line) {
+      if (!line.trim()) return;
+      var entry;
+      try { entry = JSON.parse(line); } catch (err) { return; }
+      if ((entry.type !== "user" && entry.type !== "assistant") || !entry.message || entry.isMeta) return;
+      var text = textOf(entry.message.content);
+      if (text.trim()) turns.push({ role: entry.type, text: text });
+    });
+    return turns;
+  }
+
+  function showTurns(turns, status) {
+    var atEnd = chat.log.scrollHeight - chat.log.scrollTop - chat.log.clientHeight < 40;
+    chat.turns.textContent = "";
+    turns.forEach(function (turn) {
+      var li = document.createElement("li");
+      li.className = "turn turn-" + turn.role;
+      li.setAttribute("data-role", turn.role);
+      li.textContent = turn.text;
+      chat.turns.appendChild(li);
+    });
+    chat.turns.hidden = !turns.length;
+    chat.empty.hidden = selected !== null;
+    chat.status.textContent = status || "";
+    chat.status.hidden = !status;
+    if (atEnd) chat.log.scrollTop = chat.log.scrollHeight;
+  }
+
+  function loadTranscript(id) {
+    if (id === null) return;
+    var mine = ++loads;
+    var url = API + "/" + encodeURIComponent(id) + "/log";
+    api(url, { headers: { Accept: "application/x-ndjson" }, cache: "no-store" })
+      .then(function (response) {
+        if (mine !== loads || selected !== id) return null;
+        if (response.status === 202) return showTurns([], "Waiting for the session's first words…");
+        if (!response.ok) {
+          return jsonOf(response).then(function (body) {
+            showTurns([], body.message || "The transcript could not be read (HTTP " + response.status + ").");
+          });
+        }
+        return response.text().then(function (text) {
+          if (mine === loads) showTurns(turnsOf(text), "");
+        });
+      })
+      .catch(function () {
+        if (mine === loads) showTurns([], "Maxy did not answer. Check the connection and try again.");
+      });
+  }
+
+  function showBar() {
+    var row = selected !== null ? sessions.rows[selected] : null;
+    chat.bar.hidden = selected === null;
+    var live = Boolean(row && row.state === "live");
+    if (selected !== null) {
+      chat.title.textContent = sessions.titleOf(row || {});
+      var status = row ? statusOf(row) : "";
+      chat.state.textContent = status;
+      chat.state.setAttribute("data-status", status);
+      chat.download.href = API + "/" + encodeURIComponent(selected) + "/log?download=1";
+      chat.stop.hidden = !live;
+      chat.terminalTab.disabled = !live;
+      if (!live && view === "terminal") setView("transcript");
+    }
+    if (selected === null) {
+      composer(true, "Message to start a new session…", "Sending starts a new session.");
+    } else if (live) {
+      composer(true, "Message this session…", "");
+    } else {
+      composer(false, "This session has ended.", "This session has ended. Start a new one with +.");
+    }
+  }
+
+  function composer(enabled, placeholder, message) {
+    chat.input.disabled = !enabled;
+    chat.input.placeholder = placeholder;
+    chat.form.querySelector('button[type="submit"]').disabled = !enabled;
+    chat.note.textContent = message;
+  }
+
+  function setView(which) {
+    view = which;
+    chat.transcriptTab.setAttribute("aria-pressed", String(which === "transcript"));
+    chat.terminalTab.setAttribute("aria-pressed", String(which === "terminal"));
+    chat.log.hidden = which === "terminal";
+    chat.terminal.hidden = which !== "terminal";
+    if (terminal) {
+      terminal.then(function (open) { open.close(); }).catch(function () {});
+      terminal = null;
+    }
+    if (which === "terminal" && selected !== null && window.maxyTerminal) {
+      var vendor = (section && section.getAttribute("data-vendor")) || "";
+      terminal = window.maxyTerminal.open(chat.terminal, selected, vendor, function (text) {
+        chat.note.textContent = text;
+      });
+      terminal.catch(function (err) {
+        chat.note.textContent = String(err.message || err);
+      });
+    }
+  }
+
+  function remember(id) {
+    var url = new URL(window.location.href);
+    url.searchParams.delete("new");
+    if (id === null) url.searchParams.delete("session");
+    else url.searchParams.set("session", id);
+    window.history.replaceState(null, "", url.pathname + url.search);
+  }
+
+  function select(id) {
+    selected = id;
+    sessions.selected = id;
+    remember(id);
+    if (view === "terminal") setView("transcript");
+    sessions.render();
+    showBar();
+    showTurns([], id === null ? "" : "Loading the transcript…");
+    loadTranscript(id);
+  }
+
+  function startNew() {
+    select(null);
+    chat.input.focus();
+  }
+
+  function submit() {
+    var text = chat.input.value.trim();
+    if (!text) return;
+    var id = selected;
+    var body = { text: text, submit: true };
+    var url = API + "/" + encodeURIComponent(id || "") + "/input";
+    if (id === null) {
+      url = API + "/spawn";
+      body = { message: text };
+      var mode = MODES[document.getElementById("shell").getAttribute("data-mode")];
+      if (mode) body.permissionMode = mode;
+    }
+    composer(false, chat.input.placeholder, id === null ? "Starting the session…" : "Sending…");
+    api(url, {
+      method: "POST",
+      headers: { "Content-Type": "application/json", Accept: "application/json" },
+      body: JSON.stringify(body),
+    })
+      .then(function (response) {
+        return jsonOf(response).then(function (answer) {
+          if (!response.ok) throw new Error(answer.message || "HTTP " + response.status);
+          chat.input.value = "";
+          if (id === null && answer.row) {
+            sessions.rows[answer.row.id] = answer.row;
+            select(answer.row.id);
+          } else {
+            showBar();
+          }
+        });
+      })
+      .catch(function (err) {
+        showBar();
+        chat.note.textContent = String(err.message || err);
+      });
+  }
+
+  if (startButton) startButton.addEventListener("click", startNew);
+  chat.form.addEventListener("submit", function (event) {
+    event.preventDefault();
+    submit();
+  });
+  chat.input.addEventListener("keydown", function (event) {
+    if (event.key === "Enter" && !event.shiftKey && !event.isComposing) {
+      event.preventDefault();
+      submit();
+    }
+  });
+  chat.transcriptTab.addEventListener("click", function () { setView("transcript"); });
+  chat.terminalTab.addEventListener("click", function () { setView("terminal"); });
+  chat.stop.addEventListener("click", function () {
+    if (selected === null) return;
+    chat.stop.disabled = true;
+    api(API + "/" + encodeURIComponent(selected) + "/stop", { method: "POST" })
+      .catch(function () {})
+      .then(function () { chat.stop.disabled = false; });
+  });
+  document.addEventListener("maxy:select", function (event) { select(event.detail.id); });
+  document.addEventListener("maxy:sessions", function (event) {
+    var id = event.detail.id;
+    showBar();
+    if (selected !== null && (id === null || id === selected)) {
+      window.clearTimeout(refreshTimer);
+      refreshTimer = window.setTimeout(function () { loadTranscript(selected); }, 150);
+    }
+  });
+
+  var params = new URLSearchParams(window.location.search);
+  if (params.get("session")) select(params.get("session"));
+  else if (params.get("new")) startNew();
+  else showBar();
+})();
