@@ -63,3 +63,16 @@ bench-edge: bootstrap
 # Session manager: spawn-to-ready p50/p95 and transcript write -> SSE delta at two clients (own manager).
 bench-sessions: bootstrap
     {{venv}}/bin/python tests/bench/bench_sessions.py
+
+# Freeze every role into one executable: dist/maxy (own build virtualenv under MAXY_CACHE_DIR).
+build: bootstrap
+    {{root}}/build/build.sh
+
+# Build dist/maxy for arm64 (Raspberry Pi) in an arm64 Debian container, or natively on arm64.
+build-arm64: bootstrap
+    {{root}}/build/build-arm64.sh
+
+# Frozen binary: size, edge cold start one-file vs one-dir, RSS of every role (own maxy run).
+bench-binary: build
+    {{root}}/build/build.sh --onedir
+    {{venv}}/bin/python tests/bench/bench_binary.py

@@ -13,14 +13,16 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
-from appliance.config import Settings
+from appliance.config import Settings, SettingsError
 from appliance.graphdb.errors import Neo4jSetupError
 from appliance.graphdb.instance import Neo4jInstance, stop_process_group, wait_for_bolt
+from appliance.memory.errors import ModelMissing
 from appliance.ports import check_port_free
 
 log = logging.getLogger(__name__)
@@ -115,10 +117,30 @@ def _neo4j(instance: Neo4jInstance) -> Callable[[], subprocess.Popen[bytes]]:
     return start
 
 
+def preflight(settings: Settings) -> None:
+    """Refuse to start, with one line saying what to fix, what a role would die of later."""
+    try:
+        settings.data_dir.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=settings.data_dir):
+            pass
+    except OSError as err:
+        raise SettingsError(
+            f"The data directory {settings.data_dir} is not writable ({err.strerror}). Give "
+            "the user running maxy write access to it, or set MAXY_DATA_DIR."
+        ) from err
+    if not settings.embed_model_path.is_file():
+        # The engine would exit at once and be restarted forever.
+        raise ModelMissing(
+            f"The embedding model {settings.embed_model_path} does not exist. Build the "
+            "development model with `just model`, or set MAXY_EMBED_MODEL to a GGUF file."
+        )
+    check_port_free(settings.host, settings.port, "MAXY_PORT")
+
+
 def run(settings: Settings, environ: Mapping[str, str]) -> int:
     """Start every role and keep them running until interrupted."""
+    preflight(settings)
     settings.runtime_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
-    check_port_free(settings.host, settings.port, "MAXY_PORT")
     instance = Neo4jInstance.from_settings(settings, environ)
     children: list[Child] = []
 

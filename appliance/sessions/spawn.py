@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from appliance.config import PERMISSION_MODES, Settings
+from appliance.resources import external_environ
 from appliance.sessions.errors import BadRequest, ClaudeNotFound
 
 Kind = Literal["admin", "public"]
@@ -149,7 +150,7 @@ class Plan:
 
 def child_environment(environ: Mapping[str, str]) -> dict[str, str]:
     """The environment every session starts from: the manager's, minus a parent CLI's marks."""
-    env = {k: v for k, v in environ.items() if k not in _PARENT_VARIABLES}
+    env = {k: v for k, v in external_environ(environ).items() if k not in _PARENT_VARIABLES}
     env["DISABLE_AUTOUPDATER"] = "1"
     env.setdefault("TERM", "xterm-256color")
     env.setdefault("COLORTERM", "truecolor")

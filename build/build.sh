@@ -1,0 +1,102 @@
+#!/usr/bin/env bash
+# Freeze Maxy into one executable with PyInstaller: dist/maxy (one file; --onedir: dist/maxy-onedir/).
+#
+#   build/build.sh            (called by `just build`; the tests call it when dist/maxy is stale)
+#   build/build.sh --onedir   the unpacked form, for start-up measurements and the image
+#
+# MAXY_DIST_DIR (default dist/) and MAXY_BUILD_OUT (default build/out/) move the output and the
+# work files (build/build-arm64.sh uses them to keep the arm64 build apart).
+#
+# The build runs in its own virtualenv, $MAXY_CACHE_DIR/build-venv, holding only the runtime
+# dependencies of pyproject.toml and PyInstaller (the `freeze` group): nothing from `dev` or
+# `build` (pytest, playwright, numpy's converter friends, torch) can be frozen in by accident.
+# llama-cpp-python comes from the compiled wheel in $MAXY_CACHE_DIR/wheels (build/bootstrap.sh).
+#
+# Build metadata (version, git revision, build date) goes into the binary as
+# appliance/_build_info.json; the date is SOURCE_DATE_EPOCH, else the last commit's time, so two
+# builds of one commit carry the same metadata. PYTHONHASHSEED is fixed for the same reason.
+set -euo pipefail
+
+root=$(cd "$(dirname "$0")/.." && pwd)
+cache=${MAXY_CACHE_DIR:-$HOME/.cache/maxy}
+venv=$cache/build-venv
+out=${MAXY_BUILD_OUT:-$root/build/out}
+dist=${MAXY_DIST_DIR:-$root/dist}
+mode=onefile
+[ "${1:-}" = "--onedir" ] && mode=onedir
+
+say() { printf '[build] %s\n' "$*" >&2; }
+die() { printf '[build] FATAL %s\n' "$*" >&2; exit 1; }
+
+python=${PYTHON:-}
+if [ -z "$python" ]; then
+  for candidate in python3.13 python3.12 python3.11 python3; do
+    if command -v "$candidate" >/dev/null 2>&1 &&
+       "$candidate" -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null; then
+      python=$candidate; break
+    fi
+  done
+fi
+[ -n "$python" ] || die "Python 3.11 or newer is needed: apt-get install python3 python3-venv"
+
+vendor_stamp=$root/appliance/app/static/vendor/.vendor-stamp
+[ -f "$vendor_stamp" ] || die "the vendored browser libraries are missing: run \`just bootstrap\` first"
+[ -f "$root/schema/schema.cypher" ] || die "schema/schema.cypher is missing"
+
+# 1. The build virtualenv, reinstalled only when pyproject.toml or the interpreter changes.
+stamp=$venv/.maxy-build-installed
+want=$(sha256sum "$root/pyproject.toml" | cut -d' ' -f1)-$("$python" -c 'import sys; print(sys.version.split()[0])')
+if [ ! -x "$venv/bin/pyinstaller" ] || [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
+  say "op=install-venv path=$venv"
+  rm -rf "$venv"
+  "$python" -m venv "$venv" || die "Could not create a virtualenv: apt-get install python3-venv"
+  "$venv/bin/pip" install --quiet --upgrade pip
+  requirements=$venv/requirements.txt
+  "$python" - "$root/pyproject.toml" > "$requirements" <<'PY'
+import sys, tomllib
+project = tomllib.load(open(sys.argv[1], "rb"))["project"]
+print("\n".join(project["dependencies"] + project["optional-dependencies"]["freeze"]))
+PY
+  "$venv/bin/pip" install --quiet --find-links "$cache/wheels" -r "$requirements"
+  echo "$want" > "$stamp"
+fi
+
+# 2. Build metadata.
+mkdir -p "$out"
+if [ -z "${SOURCE_DATE_EPOCH:-}" ]; then
+  SOURCE_DATE_EPOCH=$(git -C "$root" log -1 --format=%ct 2>/dev/null || date +%s)
+fi
+export SOURCE_DATE_EPOCH PYTHONHASHSEED=0
+"$python" - "$root" "$out/_build_info.json" <<'PY'
+import datetime, json, os, subprocess, sys, tomllib
+from pathlib import Path
+root, target = Path(sys.argv[1]), Path(sys.argv[2])
+def git(*args: str) -> str:
+    out = subprocess.run(["git", "-C", str(root), *args], capture_output=True, text=True)
+    return out.stdout.strip() if out.returncode == 0 else ""
+epoch = int(os.environ["SOURCE_DATE_EPOCH"])
+info = {
+    "version": tomllib.load(open(root / "pyproject.toml", "rb"))["project"]["version"],
+    "gitRevision": git("rev-parse", "--short=12", "HEAD") or None,
+    "gitDirty": bool(git("status", "--porcelain", "--untracked-files=no")),
+    "buildDate": datetime.datetime.fromtimestamp(epoch, datetime.UTC).isoformat(),
+    "frozen": True,
+}
+target.write_text(json.dumps(info, sort_keys=True) + "\n")
+PY
+
+# 3. Freeze.
+say "op=freeze mode=$mode python=$("$venv/bin/python" -c 'import sys; print(sys.version.split()[0])')"
+started=$(date +%s)
+MAXY_BUILD_MODE=$mode MAXY_BUILD_INFO=$out/_build_info.json MAXY_BUILD_OUT=$out \
+  "$venv/bin/pyinstaller" --noconfirm --log-level WARN \
+  --distpath "$dist" --workpath "$out/work-$mode" "$root/build/maxy.spec"
+if [ "$mode" = onefile ]; then
+  artefact=$dist/maxy
+  bytes=$(stat -c %s "$artefact" 2>/dev/null || echo 0)
+else
+  artefact=$dist/maxy-onedir/maxy
+  bytes=$(du -sb "$dist/maxy-onedir" 2>/dev/null | cut -f1 || echo 0)
+fi
+[ -x "$artefact" ] || die "PyInstaller finished without $artefact"
+say "op=built path=$artefact bytes=$bytes seconds=$(( $(date +%s) - started ))"
