@@ -38,6 +38,7 @@ from appliance.app.auth import csrf_of
 from appliance.app.context import AppContext
 from appliance.memory.guards import Caller
 from appliance.rpc.protocol import ProtocolError, RemoteError, RpcUnavailable
+from appliance.tunnel.state import tunnel_health
 from appliance.web.errors import ApiError
 
 log = logging.getLogger(__name__)
@@ -320,6 +321,9 @@ def routes(ctx: AppContext) -> list[BaseRoute]:
         health = await call_engine(ctx, "health", {})
         return {**health, "engine": {"ok": True}}
 
+    async def tunnel_api(request: Request) -> Any:
+        return await tunnel_health(ctx.settings.cloudflared_config)
+
     return [
         Route("/admin", admin_root),
         *(Route(f"/admin/{name}", section) for name in SECTIONS),
@@ -330,6 +334,7 @@ def routes(ctx: AppContext) -> list[BaseRoute]:
         Route("/api/admin/graph", json_api(graph_api)),
         Route("/api/admin/graph/node/{node_id}", json_api(node_api)),
         Route("/api/admin/health", json_api(health_api)),
+        Route("/api/admin/tunnel", json_api(tunnel_api)),
         Mount("/static", app=Static(directory=STATIC_DIR), name="static"),
     ]
 

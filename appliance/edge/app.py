@@ -3,7 +3,9 @@
 The edge answers ``/healthz`` (asked of the engine over RPC) and ``/api/admin/version`` itself so
 both work while the app restarts; everything else goes to the app's Unix socket
 (:mod:`appliance.edge.proxy`). An external request for a host that is neither an admin nor a
-public host name is answered 404 here and never reaches the app.
+public host name is answered 404 here and never reaches the app. The tunnel's host names and
+their roles (cloudflared's config.yml and roles.json, :mod:`appliance.tunnel.state`) join the
+settings' ones and are re-read when those files change.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from appliance.edge.proxy import Proxy
 from appliance.edge.websocket import deny
 from appliance.rpc.client import RpcClient
 from appliance.rpc.protocol import RpcError
+from appliance.tunnel.state import HostnameRoles, tunnel_health
 from appliance.version import build_info
 
 log = logging.getLogger(__name__)
@@ -59,6 +62,7 @@ def _own_routes(settings: Settings, proxy: Proxy) -> Starlette:
         health = await _engine_health(engine)
         ok = bool(health.pop("ok", False))
         body = {"status": "healthy" if ok else "unhealthy", "version": info["version"], **health}
+        body["tunnel"] = await tunnel_health(settings.cloudflared_config)  # informs, never fails
         if not ok:
             log.warning(
                 "[health] op=check status=unhealthy neo4j=%s engine=%s",
@@ -108,10 +112,26 @@ def _log_classification(peer: str, who: Classification) -> None:
 class Edge:
     """The ASGI entry point Granian serves."""
 
-    def __init__(self, own: ASGIApp, proxy: Proxy, policy: Policy) -> None:
+    def __init__(
+        self, own: ASGIApp, proxy: Proxy, policy: Policy, tunnel: HostnameRoles | None = None
+    ) -> None:
         self.own = own
         self.proxy = proxy
         self.policy = policy
+        self.settings_policy = policy
+        self.tunnel = tunnel
+        self._tunnel_roles: object = None
+
+    def current_policy(self) -> Policy:
+        """The settings' policy plus the tunnel's host names as config.yml has them now."""
+        if self.tunnel is not None:
+            roles = self.tunnel.current()  # the same object until a file changes
+            if roles is not self._tunnel_roles:
+                self._tunnel_roles = roles
+                self.policy = self.settings_policy.with_hostnames(
+                    self.tunnel.hostnames("admin"), self.tunnel.hostnames("public")
+                )
+        return self.policy
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         kind = scope["type"]
@@ -119,7 +139,7 @@ class Edge:
             await self.own(scope, receive, send)  # lifespan
             return
         peer = (scope.get("client") or ("", 0))[0]
-        who = classify(peer, _headers(scope), self.policy)
+        who = classify(peer, _headers(scope), self.current_policy())
         _log_classification(peer, who)
         path = scope["path"]
         if who.host_role is None or (path == VERSION_PATH and who.host_role != "admin"):
@@ -158,4 +178,5 @@ def create_app(settings: Settings | None = None) -> Edge:
     """Build the edge application (Granian calls this as a factory)."""
     settings = settings or load_settings()
     proxy = Proxy(settings.app_socket, brand=_brand(settings))
-    return Edge(_own_routes(settings, proxy), proxy, Policy.from_settings(settings))
+    tunnel = HostnameRoles(settings.cloudflared_config, settings.tunnel_roles_path)
+    return Edge(_own_routes(settings, proxy), proxy, Policy.from_settings(settings), tunnel)

@@ -10,12 +10,14 @@ Pure functions, no I/O. The rules:
 - Client address. Forwarded headers (``Cf-Connecting-Ip``, ``X-Real-IP``, ``X-Forwarded-For``)
   are believed only from peers in ``trusted_proxies``; a loopback peer is believed for the
   ``Cf-Connecting-Ip`` of the tunnel connector. Everyone else is the peer address itself.
-- Host role. ``public_hostnames`` -> public, ``admin_hostnames`` -> admin, any other host on the
-  LAN -> admin; an external request for any other host has no role (the edge answers 404).
+- Host role. ``public_hostnames`` -> public (even if also an admin name), ``admin_hostnames`` ->
+  admin, any other host on the LAN -> admin; an external request for any other host has no role
+  (the edge answers 404).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import ipaddress
 import urllib.parse
@@ -82,6 +84,14 @@ class Policy:
         """The policy the settings describe."""
         return cls.build(
             settings.trusted_proxies, settings.admin_hostnames, settings.public_hostnames
+        )
+
+    def with_hostnames(self, admin: Iterable[str], public: Iterable[str]) -> Policy:
+        """This policy plus more admin and public host names (the tunnel's config adds them)."""
+        return dataclasses.replace(
+            self,
+            admin_hostnames=self.admin_hostnames | {h.lower() for h in admin},
+            public_hostnames=self.public_hostnames | {h.lower() for h in public},
         )
 
     def trusts(self, address: Address | None) -> bool:
@@ -170,7 +180,10 @@ def classify(peer: str | None, headers: Mapping[str, str], policy: Policy) -> Cl
     elif from_connector and "cf-connecting-ip" in headers:
         client = parse_address(headers["cf-connecting-ip"])
 
-    tunnel = from_connector or tunnel_host
+    # cloudflared connects from loopback: a tunnel host name seen there is the tunnel even
+    # without its headers. The same host name from a LAN peer (split DNS, a hosts file) is LAN.
+    via_loopback = peer_address is not None and peer_address.is_loopback
+    tunnel = from_connector or (tunnel_host and via_loopback)
     network: Network = "lan" if not tunnel and is_lan(client) else "external"
     role: HostRole | None
     if host in policy.public_hostnames:

@@ -223,6 +223,28 @@ def test_health_is_the_engines(admin: httpx.Client, stack: Stack) -> None:
     assert body["embedder"]["ok"] is True and body["account"] == stack.env.account_id
 
 
+def test_remote_access_state_is_shown_in_the_shell(admin: httpx.Client, stack: Stack) -> None:
+    config = stack.env.settings.cloudflared_config
+    assert admin.get("/api/admin/tunnel").json()["configured"] is False
+    assert 'data-testid="tunnel-status"' in admin.get("/").text
+    config.parent.mkdir(parents=True, exist_ok=True)
+    config.write_text(
+        "tunnel: 6ff42ae2-765d-4adf-8112-31c55c1551ef\n"
+        "credentials-file: /data/cloudflared/6ff42ae2.json\n"
+        "ingress:\n"
+        "  - hostname: maxy.example.com\n"
+        "    service: http://localhost:19200\n"
+        "  - service: http_status:404\n"
+    )
+    try:
+        state = admin.get("/api/admin/tunnel").json()
+        # Configured, but no cloudflared runs here: not connected, and no secret in the answer.
+        assert state["configured"] is True and state["hostnames"] == 1
+        assert state["connected"] is False and "credentials" not in str(state)
+    finally:
+        config.unlink()
+
+
 def test_an_unreachable_engine_is_a_503_that_says_what_to_do(
     neo4j_server: Neo4jServer, tmp_path: Path
 ) -> None:

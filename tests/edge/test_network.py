@@ -65,9 +65,11 @@ CASES = [
         {"host": ADMIN, "cf-connecting-ip": "192.168.1.50"},
         ("external", "192.168.1.50", "admin"),
     ),
-    # A tunnel host name is external even from loopback without the Cf-* headers.
+    # A tunnel host name is external from loopback (the connector) even without its headers,
+    # but the same host name from a LAN peer (split DNS, a hosts file) is LAN.
     ("127.0.0.1", {"host": PUBLIC}, ("external", "127.0.0.1", "public")),
-    ("192.168.1.20", {"host": ADMIN}, ("external", "192.168.1.20", "admin")),
+    ("192.168.1.20", {"host": ADMIN}, ("lan", "192.168.1.20", "admin")),
+    ("192.168.1.20", {"host": PUBLIC}, ("lan", "192.168.1.20", "public")),
     # Forwarded headers from strangers are ignored.
     (
         "8.8.8.8",

@@ -204,4 +204,20 @@
       window.maxyVectorBanner("health", Boolean(health.embedder && health.embedder.ok === false));
     }).catch(function () { /* the page's own calls report an unreachable engine */ });
   }
+
+  // Remote access (the Cloudflare tunnel): off, connected, not connected or unknown.
+  var tunnel = document.getElementById("tunnel-status");
+  if (tunnel) {
+    window.maxyApi("/api/admin/tunnel").then(function (state) {
+      var word = "off";
+      if (state.configured) {
+        word = state.connected === true ? "connected"
+          : state.connected === false ? "not connected" : "starting";
+      }
+      tunnel.dataset.state = word.replace(" ", "-");
+      tunnel.querySelector(".label").textContent = "Remote access: " + word;
+    }).catch(function () {
+      tunnel.querySelector(".label").textContent = "Remote access: unknown";
+    });
+  }
 })();
