@@ -76,3 +76,7 @@ build-arm64: bootstrap
 bench-binary: build
     {{root}}/build/build.sh --onedir
     {{venv}}/bin/python tests/bench/bench_binary.py
+
+# Inbound gateway: precision/recall of the local pattern layer on a labelled set of messages.
+bench-gateway FILE="tests/fixtures/gateway-set.jsonl": bootstrap
+    {{venv}}/bin/python tests/bench/bench_gateway.py {{FILE}}

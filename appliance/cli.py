@@ -12,6 +12,8 @@
     maxy version                  version, git revision, build date
     maxy account create|list      accounts under <data_dir>/accounts
     maxy neo4j start|stop|status  the development Neo4j instance
+    maxy tunnel login|create|route|status|remove   remote access through cloudflared
+    maxy sites publish FOLDER     publish a folder under /sites, print its LAN and public URLs
 
 Every command reads the settings once, here, and passes them down.
 """
@@ -34,12 +36,14 @@ from appliance.accounts import (
     list_accounts,
     validate_account_id,
 )
+from appliance.app import publish
 from appliance.config import Settings, SettingsError, load_settings, settings_table
 from appliance.graphdb.errors import Neo4jSetupError
 from appliance.memory import commands as memory_commands
 from appliance.memory.errors import EngineError
 from appliance.ports import PortInUse
 from appliance.rpc.protocol import RpcError
+from appliance.tunnel import commands as tunnel_commands
 from appliance.version import build_info
 
 log = logging.getLogger("appliance.cli")
@@ -235,6 +239,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     engine.set_defaults(func=cmd_engine)
     memory_commands.add_parsers(sub)
+    tunnel_commands.add_parsers(sub)
+    publish.add_parsers(sub)
     sub.add_parser("mcp", help="memory tools for a claude session, MCP over stdio").set_defaults(
         func=cmd_mcp
     )

@@ -128,6 +128,15 @@ def _optional_path(raw: str) -> Path | None:
     return Path(raw).expanduser().absolute() if raw else None
 
 
+def _optional_url(raw: str) -> str | None:
+    url = raw.strip().rstrip("/")
+    if not url:
+        return None
+    if not url.startswith(("http://", "https://")):
+        raise ValueError("an http:// or https:// URL")
+    return url
+
+
 def _path(raw: str) -> Path:
     return Path(raw).expanduser().absolute()
 
@@ -281,6 +290,27 @@ SETTINGS: tuple[Setting, ...] = (
         "Seconds between keep-alive comments on the session feed.",
         _seconds,
     ),
+    Setting("cloudflared_bin", "cloudflared", "The cloudflared program `maxy tunnel` drives."),
+    Setting(
+        "anthropic_base_url",
+        None,
+        "Base URL of the Anthropic API (default: the SDK's own).",
+        _optional_url,
+    ),
+    Setting(
+        "anthropic_api_key_file",
+        None,
+        "File holding the Anthropic API key (default: data_dir/keys/anthropic-api-key).",
+        _optional_path,
+    ),
+    Setting("gateway_model", "claude-haiku-4-5", "Model of the inbound gateway (screening)."),
+    Setting("agent_model", "claude-sonnet-4-6", "Model of the public agents that answer visitors."),
+    Setting(
+        "gateway_timeout",
+        3.0,
+        "Seconds the gateway may take before a message passes through unscreened.",
+        _seconds,
+    ),
 )
 
 _BY_NAME: dict[str, Setting] = {s.name: s for s in SETTINGS}
@@ -330,6 +360,12 @@ class Settings:
     idle_limit: float
     stop_grace: float
     manager_keepalive: float
+    cloudflared_bin: str
+    anthropic_base_url: str | None
+    anthropic_api_key_file: Path | None
+    gateway_model: str
+    agent_model: str
+    gateway_timeout: float
 
     @property
     def accounts_dir(self) -> Path:
@@ -375,6 +411,31 @@ class Settings:
     def cookie_key_path(self) -> Path:
         """HMAC key of login cookies, shared by the edge and the app."""
         return self.keys_dir / "cookie-hmac.key"
+
+    @property
+    def anthropic_api_key_path(self) -> Path:
+        """Where the Anthropic API key is kept (never logged)."""
+        return self.anthropic_api_key_file or self.keys_dir / "anthropic-api-key"
+
+    @property
+    def cloudflared_dir(self) -> Path:
+        """Maxy's cloudflared files: config.yml, roles.json, alias-domains.json, credentials."""
+        return self.data_dir / "cloudflared"
+
+    @property
+    def cloudflared_config(self) -> Path:
+        """The cloudflared config.yml Maxy owns (the tunnel's ingress rules)."""
+        return self.cloudflared_dir / "config.yml"
+
+    @property
+    def tunnel_roles_path(self) -> Path:
+        """Role (admin or public) of each tunnel host name."""
+        return self.cloudflared_dir / "roles.json"
+
+    @property
+    def alias_domains_path(self) -> Path:
+        """Extra public host names the resolver may offer after the tunnel's own."""
+        return self.cloudflared_dir / "alias-domains.json"
 
     def require_account_id(self) -> str:
         """Return the account id or fail naming the setting."""

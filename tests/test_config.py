@@ -83,6 +83,12 @@ DEFAULTS: list[tuple[str, Any]] = [
     ("idle_limit", 120.0),
     ("stop_grace", 5.0),
     ("manager_keepalive", 25.0),
+    ("cloudflared_bin", "cloudflared"),
+    ("anthropic_base_url", None),
+    ("anthropic_api_key_file", None),
+    ("gateway_model", "claude-haiku-4-5"),
+    ("agent_model", "claude-sonnet-4-6"),
+    ("gateway_timeout", 3.0),
 ]
 
 

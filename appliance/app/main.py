@@ -2,6 +2,7 @@
 
 auth     onboarding (set the PIN), login, logout, "New session", the session API
 pages    admin shell, Data and Graph pages, their JSON APIs, static assets
+chat     /api/public/{slug}/messages: a visitor's conversation with an agent (SSE)
 public   public agent pages (/{slug}, / on public hostnames, /bot)
 sites    /sites/* static publish tree
 sessions /api/admin/sessions/*: the session manager's HTTP, SSE and terminal, relayed
@@ -15,7 +16,7 @@ from starlette.applications import Starlette
 from starlette.routing import BaseRoute
 
 from appliance.accounts import validate_account_id
-from appliance.app import auth, pages, public, sessions, sites
+from appliance.app import auth, chat, pages, public, sessions, sites
 from appliance.app.context import AppContext
 from appliance.config import Settings, load_settings
 from appliance.rpc.client import RpcClient
@@ -40,6 +41,7 @@ def create_app(settings: Settings | None = None) -> Starlette:
         *sites.routes(ctx),
         *sessions.routes(ctx),
         *pages.routes(ctx),
+        *chat.routes(ctx),
         *public.routes(ctx),
     ]
     return Starlette(routes=routes, middleware=auth.middleware(ctx))

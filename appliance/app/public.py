@@ -2,8 +2,8 @@
 
 An agent lives in ``<accounts_dir>/<account>/agents/<slug>/``; its ``config.json`` may name it
 (``displayName``) and describe it (``description``). A slug is 1-40 of ``[a-z0-9-]`` and never
-one of the reserved first path segments. The conversation itself arrives with the agents work:
-these pages show the agent, a message box and a note.
+one of the reserved first path segments. A page shows the agent, its conversation with this
+visitor and a message box; the conversation itself runs through :mod:`appliance.app.chat`.
 
 ``/`` is shared: on an admin host it is the admin shell (:func:`appliance.app.pages.shell_page`),
 on a public host the account's default agent.
@@ -32,6 +32,8 @@ SLUG = re.compile(r"^[a-z0-9-]{1,40}$")
 # First path segments that belong to the app itself: never an agent's slug.
 RESERVED = frozenset({"admin", "api", "static", "sites", "bot", "login", "onboarding", "healthz"})
 MAX_TEXT = 200
+#: The longest message a visitor may send (the chat API answers 413 beyond it).
+MAX_MESSAGE_CHARS = 2000
 
 
 @dataclass(frozen=True)
@@ -106,7 +108,10 @@ def not_found(ctx: AppContext, request: Request) -> Response:
 def agent_response(ctx: AppContext, request: Request, agent: Agent) -> Response:
     """An agent's public page."""
     log.info("[public] op=page agent=%s", agent.slug)
-    return pages.render(ctx, request, "agent.html", agent.display_name, admin=False, agent=agent)
+    return pages.render(
+        ctx, request, "agent.html", agent.display_name, admin=False, agent=agent,
+        max_chars=MAX_MESSAGE_CHARS,
+    )  # fmt: skip
 
 
 def routes(ctx: AppContext) -> list[BaseRoute]:

@@ -8,6 +8,8 @@
   at write time; a failed embed never aborts the write
   (``[graph-write] warn reason=embed-failed``). A conversation the caller cannot see (another
   scope or agent, or soft-deleted) is never appended to.
+- :func:`session_messages` reads one session's messages back in order (the public chat's
+  transcript after a restart), guarded like every read.
 - :func:`conversation_search` runs the query vector against the ``message_embedding`` index
   (account filtered inside the index, over-fetched), then applies the remaining guards to each
   message AND to its conversation.
@@ -209,3 +211,32 @@ async def conversation_search(
         len(hits),
     )
     return {"results": hits, "sessionId": session}
+
+
+async def session_messages(
+    graph: Graph, caller: Caller, session_id: str | None, limit: int = 50
+) -> dict[str, Any]:
+    """The latest ``limit`` messages of one session's conversation, oldest first, guarded."""
+    session = effective_session(caller, session_id)
+    if not session:
+        raise rejected("conversations", "invalid-session", "Name the session to read.")
+    if not 1 <= limit <= MAX_FETCH:
+        raise ValueError(f"limit must be between 1 and {MAX_FETCH}")
+    rows, _ = await graph.run(
+        "MATCH (c:Conversation {accountId: $account, sessionId: $session}) "
+        f"WHERE {guard('c')} "
+        "MATCH (c)-[:HAS_MESSAGE]->(m:Message) "
+        f"WHERE {guard('m')} "
+        "WITH c, m ORDER BY m.order DESC LIMIT $limit "
+        "RETURN c.id AS conversationId, m.id AS id, m.role AS role, m.body AS text, "
+        "m.createdAt AS createdAt, m.order AS order ORDER BY order",
+        {**caller.params(), "session": session, "limit": limit},
+    )
+    log.info("[conversations] op=read session=%s found=%d", session, len(rows))
+    return {
+        "sessionId": session,
+        "conversationId": rows[0]["conversationId"] if rows else None,
+        "messages": [
+            {k: row[k] for k in ("id", "role", "text", "createdAt", "order")} for row in rows
+        ],
+    }

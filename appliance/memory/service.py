@@ -15,6 +15,8 @@ RPC methods:
   vectorOnly, keywordOnly}`` (keywordOnly: the model failed, keyword results only)
 - ``write`` ``{caller, label, properties, id?, edges?, producedByTaskId?, scope?, agents?}`` →
   ``{id, created, embedded, warnings}``
+- ``conversation.messages`` ``{caller, sessionId?, limit?}`` → ``{sessionId, conversationId,
+  messages: [{id, role, text, createdAt, order}]}`` (one session, oldest first, guarded)
 - ``graph.sample`` ``{caller, labels?, q?, limit?}`` → ``{nodes, edges, truncated, categories,
   ms}``; ``graph.node`` ``{caller, id, label?}`` → ``{node, neighbours, edges, degree}`` or
   ``{node: null}`` (see :mod:`appliance.memory.explore`)
@@ -96,6 +98,7 @@ class Engine:
             "report.list": self.report_list,
             "conversation.record": self.conversation_record,
             "conversation.search": self.conversation_search,
+            "conversation.messages": self.conversation_messages,
             "ingest": self.ingest,
             "reindex": self.reindex,
             "delete": self.delete,
@@ -322,6 +325,15 @@ class Engine:
             query=str(params["query"]),
             session_id=params.get("sessionId"),
             limit=int(params.get("limit", 10)),
+        )
+
+    async def conversation_messages(self, params: dict[str, Any]) -> dict[str, Any]:
+        """One session's messages in order (the caller's session if it has one)."""
+        return await conversations.session_messages(
+            self.graph,
+            self.caller(params),
+            session_id=params.get("sessionId"),
+            limit=int(params.get("limit", 50)),
         )
 
     async def ingest(self, params: dict[str, Any]) -> dict[str, Any]:

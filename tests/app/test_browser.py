@@ -284,7 +284,9 @@ def test_a_public_agent_page_on_the_public_host(browser: Any, stack: Stack) -> N
     assert page.locator("#agent-note").is_visible()
     page.fill("#agent-message", "Hello")
     page.press("#agent-message", "Enter")
-    page.locator("#agent-note", has_text="was not sent").wait_for()
+    # No Anthropic key on this stack: the chat degrades to a friendly sentence, never an error.
+    page.locator("#agent-note", has_text="can't answer right now").wait_for()
+    assert page.locator(".bubble.from-visitor").inner_text() == "Hello"
     screenshot(page, "agent-390")
     # Admin pages do not exist on a public host name.
     assert page.goto(public + "/admin/data").status == 404

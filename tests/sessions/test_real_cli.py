@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from tests.sessions.anthropic_double import AnthropicDouble
+from tests.fakes.anthropic_api import FakeAnthropic
 from tests.sessions.conftest import Manager
 
 CLAUDE = shutil.which("claude")
@@ -25,7 +25,7 @@ pytestmark = pytest.mark.skipif(
 
 def test_the_real_cli_runs_a_turn_and_stops_cleanly(start_manager: Any) -> None:
     assert CLAUDE is not None
-    with AnthropicDouble(reply="Hello from the local API.") as api:
+    with FakeAnthropic(reply="Hello from the local API.") as api:
         env = {
             "ANTHROPIC_BASE_URL": api.url,
             "ANTHROPIC_API_KEY": "sk-ant-local-smoke-test-key-0123456789",

@@ -1,0 +1,8 @@
+"""Conversations with the models: the inbound gateway, the public agents, the Anthropic client.
+
+anthropic_client  the async `anthropic` SDK behind one small interface; its errors translated once
+patterns          the local prompt-injection vocabulary for short messages
+gateway           screens every inbound message (verdict, intent, language, complexity)
+public_agent      a visitor-facing agent: toolless, prompt from its folder, streamed replies
+visitors          a visitor's conversation with an agent: memory first, the graph from message 2
+"""

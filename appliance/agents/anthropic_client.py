@@ -1,0 +1,144 @@
+"""The Anthropic Messages API through the async `anthropic` SDK, behind two calls.
+
+:meth:`AnthropicClient.complete` returns one whole text reply; :meth:`AnthropicClient.stream_text`
+yields the text deltas of a streamed one. Neither takes tools: nothing built on this client can
+hand a model a tool. Base URL, models and timeouts come from settings; the key is read from
+``settings.anthropic_api_key_path`` at each call (so a key dropped in later takes effect without a
+restart) and never logged. The SDK does not retry: the gateway has a 3-second budget, and a
+visitor would rather see a prompt error than wait.
+
+SDK exceptions become :mod:`appliance.agents.errors` here, and only here.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator, Iterable
+
+import anthropic
+from anthropic.types import MessageParam, RawContentBlockDeltaEvent, TextBlock, TextDelta
+
+from appliance.agents.errors import (
+    AnthropicError,
+    AnthropicStatus,
+    AnthropicTimeout,
+    AnthropicUnreachable,
+    MalformedReply,
+    NoApiKey,
+)
+from appliance.config import Settings
+
+log = logging.getLogger(__name__)
+
+#: Seconds a streamed reply may stay silent (connect, or between two chunks).
+STREAM_TIMEOUT = 60.0
+
+
+def read_api_key(settings: Settings) -> str | None:
+    """The Anthropic API key from its file, or None when there is none."""
+    path = settings.anthropic_api_key_path
+    try:
+        key = path.read_text().strip()
+    except FileNotFoundError:
+        return None
+    except OSError as err:
+        log.warning("[anthropic] op=read-key warn=unreadable path=%s error=%s", path, err)
+        return None
+    return key or None
+
+
+def _translate(err: Exception) -> AnthropicError:
+    """The one place SDK (and decoding) exceptions become ours."""
+    if isinstance(err, anthropic.APITimeoutError):
+        return AnthropicTimeout("The Anthropic API did not answer in time.")
+    if isinstance(err, anthropic.APIStatusError):
+        return AnthropicStatus(err.status_code, f"The Anthropic API answered {err.status_code}.")
+    if isinstance(err, anthropic.APIConnectionError):
+        return AnthropicUnreachable(f"The Anthropic API is not reachable ({err}).")
+    return MalformedReply(f"The Anthropic API's answer could not be read ({err}).")
+
+
+# Everything the SDK raises for a bad answer; ValueError covers JSON decoding of a broken body.
+_SDK_ERRORS = (anthropic.AnthropicError, ValueError, KeyError, TypeError)
+
+
+class AnthropicClient:
+    """One SDK client per key, created on first use."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self._client: anthropic.AsyncAnthropic | None = None
+        self._key: str | None = None
+
+    def _sdk(self) -> anthropic.AsyncAnthropic:
+        key = read_api_key(self.settings)
+        if key is None:
+            raise NoApiKey(
+                f"No Anthropic API key: put one in {self.settings.anthropic_api_key_path} "
+                "(or set MAXY_ANTHROPIC_API_KEY_FILE)."
+            )
+        if self._client is None or key != self._key:
+            self._client = anthropic.AsyncAnthropic(
+                api_key=key,
+                base_url=self.settings.anthropic_base_url,
+                max_retries=0,
+                timeout=STREAM_TIMEOUT,
+            )
+            self._key = key
+        return self._client
+
+    async def complete(
+        self,
+        *,
+        model: str,
+        system: str,
+        messages: Iterable[MessageParam],
+        max_tokens: int,
+        timeout: float,
+    ) -> str:
+        """Return the text of one reply."""
+        client = self._sdk()
+        try:
+            reply = await client.messages.create(
+                model=model,
+                system=system,
+                messages=list(messages),
+                max_tokens=max_tokens,
+                timeout=timeout,
+            )
+            return "".join(block.text for block in reply.content if isinstance(block, TextBlock))
+        except _SDK_ERRORS as err:
+            raise _translate(err) from err
+
+    async def stream_text(
+        self,
+        *,
+        model: str,
+        system: str,
+        messages: Iterable[MessageParam],
+        max_tokens: int,
+    ) -> AsyncIterator[str]:
+        """Yield the text deltas of one streamed reply."""
+        client = self._sdk()
+        try:
+            stream = await client.messages.create(
+                model=model,
+                system=system,
+                messages=list(messages),
+                max_tokens=max_tokens,
+                stream=True,
+            )
+            async with stream:
+                async for event in stream:
+                    if isinstance(event, RawContentBlockDeltaEvent) and isinstance(
+                        event.delta, TextDelta
+                    ):
+                        yield event.delta.text
+        except _SDK_ERRORS as err:
+            raise _translate(err) from err
+
+    async def aclose(self) -> None:
+        """Close the SDK's connection pool."""
+        if self._client is not None:
+            await self._client.close()
+            self._client = None

@@ -1,0 +1,254 @@
+"""The public chat API: a visitor talks to an agent on its page ``/{slug}``.
+
+    POST /api/public/{slug}/messages   {"text"} → an SSE stream of the reply:
+         event: delta    {"text"}        a piece of the reply, in order
+         event: refusal  {"text"}        the gateway discarded the message; the agent never ran
+         event: error    {"message"}     nothing (more) can be said now; a friendly sentence
+         event: done     {"persisted"}   the reply is complete
+    GET  /api/public/{slug}/messages   {"messages": [{"role", "text"}], "persisted"}
+
+A visitor is known by the signed cookie ``maxy_visitor`` (a random id and its HMAC under the
+cookie key, domain-separated from login cookies), set on the first request. Each message is
+screened by the inbound gateway (public channel), then answered by the agent
+(:mod:`appliance.agents.public_agent`, toolless); the conversation is kept by
+:mod:`appliance.agents.visitors` (in the graph from the visitor's second message).
+
+Refusals, before any stream: 404 unknown agent, 415 not JSON, 403 cross-site Origin, 400 empty
+or malformed, 413 a message over :data:`MAX_MESSAGE_CHARS` characters, 429 too many messages
+from one address (:data:`RATE_LIMIT` per :data:`RATE_WINDOW_S`; local processes exempt).
+One log line per message: ``[public-chat] op=message agent=… outcome=… chars=…``.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import json
+import logging
+import math
+import secrets
+import time
+from collections import OrderedDict, deque
+from collections.abc import AsyncIterator
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.routing import BaseRoute, Route
+
+from appliance.agents.anthropic_client import AnthropicClient
+from appliance.agents.errors import AgentConfigError, AnthropicError
+from appliance.agents.gateway import REFUSAL, Gateway
+from appliance.agents.public_agent import PublicAgent
+from appliance.agents.visitors import Conversation, Visitors
+from appliance.app import public
+from appliance.app.context import AppContext
+from appliance.app.public import MAX_MESSAGE_CHARS
+from appliance.web import csrf
+from appliance.web.client import client_of
+from appliance.web.cookies import load_key
+from appliance.web.errors import ApiError
+
+log = logging.getLogger(__name__)
+
+VISITOR_COOKIE = "maxy_visitor"
+VISITOR_LIFETIME_S = 30 * 24 * 3600
+MAX_BODY_BYTES = 16 * 1024
+RATE_LIMIT = 20  # messages per address …
+RATE_WINDOW_S = 60.0  # … in this many seconds
+MAX_TRACKED_ADDRESSES = 10_000
+UNAVAILABLE = "Sorry — I can't answer right now. Please try again in a little while."
+_MAC_DOMAIN = b"maxy-visitor-v1\x00"
+
+
+def _mac(key: bytes, visitor: str) -> str:
+    digest = hmac.new(key, _MAC_DOMAIN + visitor.encode(), hashlib.sha256).digest()
+    return base64.urlsafe_b64encode(digest).rstrip(b"=").decode()
+
+
+def sign_visitor(key: bytes, visitor: str) -> str:
+    """The cookie value naming ``visitor``."""
+    return f"{visitor}.{_mac(key, visitor)}"
+
+
+def verify_visitor(key: bytes, value: str | None) -> str | None:
+    """The visitor id a cookie value carries, or None when it is absent or not ours."""
+    if not value or len(value) > 200 or value.count(".") != 1:
+        return None
+    visitor, mac = value.split(".")
+    if not visitor.replace("-", "").replace("_", "").isalnum():
+        return None
+    return visitor if hmac.compare_digest(mac, _mac(key, visitor)) else None
+
+
+class RateLimiter:
+    """At most ``limit`` events per address in a sliding window of ``window`` seconds."""
+
+    def __init__(self, limit: int, window: float) -> None:
+        self.limit = limit
+        self.window = window
+        self._events: OrderedDict[str, deque[float]] = OrderedDict()
+
+    def retry_after(self, address: str, now: float | None = None) -> int:
+        """0 and count the event when allowed, else the seconds until the next is allowed."""
+        moment = time.monotonic() if now is None else now
+        events = self._events.setdefault(address, deque())
+        self._events.move_to_end(address)
+        while events and events[0] <= moment - self.window:
+            events.popleft()
+        if len(events) >= self.limit:
+            return max(1, math.ceil(events[0] + self.window - moment))
+        events.append(moment)
+        while len(self._events) > MAX_TRACKED_ADDRESSES:
+            self._events.popitem(last=False)
+        return 0
+
+
+def sse(event: str, data: dict[str, Any]) -> bytes:
+    """One server-sent event."""
+    return f"event: {event}\ndata: {json.dumps(data, ensure_ascii=False)}\n\n".encode()
+
+
+async def _message_text(request: Request) -> str:
+    if not csrf.is_json(request.headers):
+        raise ApiError(415, "json-required", 'Send the message as JSON: {"text": "…"}.')
+    received = bytearray()
+    async for chunk in request.stream():
+        received += chunk
+        if len(received) > MAX_BODY_BYTES:
+            raise ApiError(
+                413,
+                "message-too-long",
+                f"Messages are limited to {MAX_MESSAGE_CHARS:,} characters.",
+            )
+    try:
+        data = json.loads(received)
+    except ValueError as err:
+        raise ApiError(400, "bad-json", "The request body is not valid JSON.") from err
+    text = data.get("text") if isinstance(data, dict) else None
+    if not isinstance(text, str) or not text.strip():
+        raise ApiError(400, "empty-message", "Type a message first.")
+    text = text.strip()
+    if len(text) > MAX_MESSAGE_CHARS:
+        raise ApiError(
+            413,
+            "message-too-long",
+            f"Messages are limited to {MAX_MESSAGE_CHARS:,} characters "
+            f"(this one has {len(text):,}). Shorten it and send it again.",
+        )
+    return text
+
+
+def routes(ctx: AppContext) -> list[BaseRoute]:
+    """The public chat API (before the ``/{slug}`` catch-all)."""
+    settings = ctx.settings
+    client = AnthropicClient(settings)
+    gateway = Gateway(client, settings.gateway_model, settings.gateway_timeout)
+    visitors = Visitors(ctx.engine, ctx.account.id)
+    limiter = RateLimiter(RATE_LIMIT, RATE_WINDOW_S)
+    key = load_key(settings.cookie_key_path)
+
+    def agent_of(request: Request) -> PublicAgent:
+        slug = request.path_params["slug"]
+        if public.load_agent(ctx, slug) is None:
+            raise ApiError(404, "no-such-agent", f"There is no agent called {slug!r} here.")
+        folder = public.agents_dir(ctx) / slug
+        return PublicAgent(client, settings.agent_model, folder, ctx.account)
+
+    def visitor_of(request: Request) -> tuple[str, bool]:
+        known = verify_visitor(key, request.cookies.get(VISITOR_COOKIE))
+        return (known, False) if known else (secrets.token_urlsafe(18), True)
+
+    def remember(response: Response, visitor: str, new: bool) -> None:
+        if new:
+            response.set_cookie(
+                VISITOR_COOKIE,
+                sign_visitor(key, visitor),
+                max_age=VISITOR_LIFETIME_S,
+                httponly=True,
+                samesite="lax",
+                path="/",
+            )
+
+    async def transcript(request: Request) -> Response:
+        agent = agent_of(request)
+        visitor, new = visitor_of(request)
+        messages: list[dict[str, str]] = []
+        persisted = False
+        if not new:
+            conversation = await visitors.open(visitor, agent.slug)
+            messages = [{"role": t.role, "text": t.text} for t in conversation.turns]
+            persisted = bool(conversation.turns) and conversation.persisted == len(
+                conversation.turns
+            )
+        response = JSONResponse({"messages": messages, "persisted": persisted})
+        response.headers["cache-control"] = "no-store"
+        remember(response, visitor, new)
+        return response
+
+    async def post_message(request: Request) -> Response:
+        agent = agent_of(request)
+        if not csrf.origin_matches_host(request.headers, required=False):
+            raise ApiError(403, "cross-site", "Messages can only be sent from this site's pages.")
+        who = client_of(request)
+        if not who.local:
+            wait = limiter.retry_after(who.ip)
+            if wait:
+                log.info("[public-chat] op=rate-limited ip=%s retry_after_s=%d", who.ip, wait)
+                raise ApiError(
+                    429,
+                    "rate-limited",
+                    f"Too many messages. Please wait {wait} seconds and try again.",
+                    headers={"Retry-After": str(wait)},
+                )
+        text = await _message_text(request)
+        visitor, new = visitor_of(request)
+        response = StreamingResponse(
+            _converse(agent, visitor, text),
+            media_type="text/event-stream",
+            headers={"cache-control": "no-store", "x-accel-buffering": "no"},
+        )
+        remember(response, visitor, new)
+        return response
+
+    async def _converse(agent: PublicAgent, visitor: str, text: str) -> AsyncIterator[bytes]:
+        conversation: Conversation = await visitors.open(visitor, agent.slug)
+        async with conversation.lock:
+            screening = await gateway.screen(text, "public")
+            if screening.refuse("public"):
+                _log(agent, "refused", text)
+                yield sse("refusal", {"text": REFUSAL})
+                yield sse("done", {"persisted": False})
+                return
+            pieces: list[str] = []
+            try:
+                async for delta in agent.reply(list(conversation.turns), text, screening):
+                    pieces.append(delta)
+                    yield sse("delta", {"text": delta})
+            except AgentConfigError as err:
+                log.error("[public-chat] op=reply error=agent-config agent=%s: %s", agent.slug, err)
+                yield sse("error", {"message": UNAVAILABLE})
+                return
+            except AnthropicError as err:
+                _log(agent, f"degraded-{err.reason}", text)
+                yield sse("error", {"message": UNAVAILABLE})
+                return
+            reply = "".join(pieces)
+            if not reply.strip():
+                _log(agent, "empty-reply", text)
+                yield sse("error", {"message": UNAVAILABLE})
+                return
+            persisted = await visitors.add_exchange(conversation, text, reply)
+            _log(agent, "answered", text)
+            yield sse("done", {"persisted": persisted})
+
+    def _log(agent: PublicAgent, outcome: str, text: str) -> None:
+        log.info(
+            "[public-chat] op=message agent=%s outcome=%s chars=%d", agent.slug, outcome, len(text)
+        )
+
+    return [
+        Route("/api/public/{slug}/messages", transcript, methods=["GET"]),
+        Route("/api/public/{slug}/messages", post_message, methods=["POST"]),
+    ]
