@@ -44,6 +44,7 @@ from appliance.sessions.feed import feed_response
 from appliance.sessions.manager import SessionManager
 from appliance.sessions.spawn import Kind, SpawnRequest
 from appliance.sessions.terminal import terminal_endpoint
+from appliance.web.unix_server import serve_unix
 
 log = logging.getLogger(__name__)
 
@@ -209,22 +210,6 @@ def create_app(
 
 def serve(settings: Settings) -> None:
     """Serve the manager until SIGTERM/SIGINT."""
-    from granian import Granian
-    from granian.constants import Interfaces
-    from granian.log import LogLevels
-
-    settings.runtime_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
-    sock = settings.manager_socket
-    sock.unlink(missing_ok=True)  # a socket left by a killed manager; nobody else binds here
-    log.info("[sessions] op=listen socket=%s", sock)
-    Granian(
-        "appliance.sessions.server:create_app",
-        factory=True,
-        uds=sock,
-        uds_permissions=0o600,
-        interface=Interfaces.ASGI,
-        workers=1,
-        # Open /events streams (every browser showing the shell) would hold a stop forever.
-        workers_kill_timeout=5,
-        log_level=LogLevels.warning,
-    ).serve()
+    serve_unix(
+        settings, "appliance.sessions.server:create_app", settings.manager_socket, "sessions"
+    )

@@ -14,6 +14,7 @@ import socket
 import sys
 import tempfile
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -103,13 +104,14 @@ def _edge_answers(stack: Stack) -> bool:
         return False
 
 
-@pytest.fixture(scope="module")
-def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
-    """Start the upstream and `maxy edge` once per module."""
-    home = tmp_path_factory.mktemp("edge")
+@contextmanager
+def edge_stack(
+    home: Path, owner: str = "Edge Owner", brand: str = "Maxy", **settings: str
+) -> Iterator[Stack]:
+    """The test upstream on the app's socket and a real `maxy edge` in front of it."""
     # Unix socket paths are short (107 bytes): keep the runtime dir near the root.
     runtime = Path(tempfile.mkdtemp(prefix="maxy-edge-", dir="/tmp"))
-    account = create_account(home / "data" / "accounts", "Edge Owner", product_name="Testbrand")
+    account = create_account(home / "data" / "accounts", owner, product_name=brand)
     env = base_environ()
     env.update(
         MAXY_DATA_DIR=str(home / "data"),
@@ -117,10 +119,8 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
         MAXY_ACCOUNT_ID=account.id,
         MAXY_HOST="127.0.0.1",
         MAXY_PORT=str(free_port()),
-        MAXY_ADMIN_HOSTNAMES=ADMIN_HOST,
-        MAXY_PUBLIC_HOSTNAMES=PUBLIC_HOST,
-        MAXY_TRUSTED_PROXIES=TRUSTED_PROXY,
         MAXY_LOG_LEVEL="DEBUG",
+        **settings,
     )
     stack = Stack(env, home)
     try:
@@ -133,6 +133,19 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
             if process is not None:
                 process.stop()
         shutil.rmtree(runtime, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
+    """Start the upstream and `maxy edge` once per module."""
+    with edge_stack(
+        tmp_path_factory.mktemp("edge"),
+        brand="Testbrand",
+        MAXY_ADMIN_HOSTNAMES=ADMIN_HOST,
+        MAXY_PUBLIC_HOSTNAMES=PUBLIC_HOST,
+        MAXY_TRUSTED_PROXIES=TRUSTED_PROXY,
+    ) as stack:
+        yield stack
 
 
 @pytest.fixture

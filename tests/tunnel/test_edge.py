@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
-import tempfile
 import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -15,11 +13,10 @@ from typing import Any
 import httpx
 import pytest
 
-from appliance.accounts import create_account
 from appliance.config import load_settings
 from appliance.tunnel.config import load, save, save_roles, set_route
-from tests.conftest import Process, base_environ, free_port, maxy, wait_until
-from tests.edge.conftest import Stack, _edge_answers
+from tests.conftest import wait_until
+from tests.edge.conftest import Stack, edge_stack
 
 ADMIN = "maxy.example.com"
 PUBLIC = "example.com"
@@ -70,29 +67,9 @@ def write_config(data: Path, hosts: dict[str, str], metrics: str | None = None) 
 def stack(tmp_path_factory: pytest.TempPathFactory, metrics: str) -> Iterator[Stack]:
     """The test upstream and `maxy edge`, with no host names in the settings at all."""
     home = tmp_path_factory.mktemp("tunnel-edge")
-    runtime = Path(tempfile.mkdtemp(prefix="maxy-tun-", dir="/tmp"))
-    account = create_account(home / "data" / "accounts", "Tunnel Owner")
     write_config(home / "data", {ADMIN: "admin", PUBLIC: "public"}, metrics)
-    env = base_environ()
-    env.update(
-        MAXY_DATA_DIR=str(home / "data"),
-        MAXY_RUNTIME_DIR=str(runtime),
-        MAXY_ACCOUNT_ID=account.id,
-        MAXY_HOST="127.0.0.1",
-        MAXY_PORT=str(free_port()),
-        MAXY_LOG_LEVEL="DEBUG",
-    )
-    stack = Stack(env, home)
-    try:
-        stack.start_app()
-        stack.edge = Process(maxy("edge"), env, home / "edge.log")
-        wait_until(lambda: _edge_answers(stack), 30, f"the edge\n{stack.edge.output()}")
+    with edge_stack(home, owner="Tunnel Owner") as stack:
         yield stack
-    finally:
-        for process in (stack.edge, stack.app):
-            if process is not None:
-                process.stop()
-        shutil.rmtree(runtime, ignore_errors=True)
 
 
 def echo(stack: Stack, headers: dict[str, str]) -> httpx.Response:

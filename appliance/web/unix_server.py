@@ -1,0 +1,35 @@
+"""Serve an ASGI factory under Granian on a Unix socket: how the app and the manager run."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+from appliance.config import Settings
+
+log = logging.getLogger(__name__)
+
+# Open SSE streams (every browser showing the shell) would hold a graceful stop forever; after
+# this many seconds the worker is killed and the edge tells browsers "restarting".
+KILL_TIMEOUT = 5
+
+
+def serve_unix(settings: Settings, factory: str, sock: Path, area: str) -> None:
+    """Serve ``factory`` (``module:function``) on ``sock`` (mode 0600) until SIGTERM/SIGINT."""
+    from granian import Granian
+    from granian.constants import Interfaces
+    from granian.log import LogLevels
+
+    settings.runtime_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+    sock.unlink(missing_ok=True)  # a socket left by a killed process; nobody else binds here
+    log.info("[%s] op=listen socket=%s", area, sock)
+    Granian(
+        factory,
+        factory=True,
+        uds=sock,
+        uds_permissions=0o600,
+        interface=Interfaces.ASGI,
+        workers=1,
+        workers_kill_timeout=KILL_TIMEOUT,
+        log_level=LogLevels.warning,
+    ).serve()
