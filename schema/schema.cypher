@@ -57,6 +57,7 @@ CREATE CONSTRAINT invoice_id_unique IF NOT EXISTS FOR (n:Invoice) REQUIRE n.id I
 CREATE CONSTRAINT order_id_unique IF NOT EXISTS FOR (n:Order) REQUIRE n.id IS UNIQUE;
 CREATE CONSTRAINT cloudflare_tunnel_id_unique IF NOT EXISTS FOR (n:CloudflareTunnel) REQUIRE n.id IS UNIQUE;
 CREATE CONSTRAINT cloudflare_hostname_id_unique IF NOT EXISTS FOR (n:CloudflareHostname) REQUIRE n.id IS UNIQUE;
+CREATE CONSTRAINT tool_call_id_unique IF NOT EXISTS FOR (n:ToolCall) REQUIRE n.id IS UNIQUE;
 
 // Natural keys that writes MERGE on: unique per account, so concurrent first writes cannot race.
 CREATE CONSTRAINT report_minute_key IF NOT EXISTS FOR (n:Report) REQUIRE (n.accountId, n.minuteKey) IS UNIQUE;
@@ -107,6 +108,7 @@ CREATE INDEX invoice_account IF NOT EXISTS FOR (n:Invoice) ON (n.accountId);
 CREATE INDEX order_account IF NOT EXISTS FOR (n:Order) ON (n.accountId);
 CREATE INDEX cloudflare_tunnel_account IF NOT EXISTS FOR (n:CloudflareTunnel) ON (n.accountId);
 CREATE INDEX cloudflare_hostname_account IF NOT EXISTS FOR (n:CloudflareHostname) ON (n.accountId);
+CREATE INDEX tool_call_account IF NOT EXISTS FOR (n:ToolCall) ON (n.accountId);
 
 // ── Lookups the write paths use ────────────────────────────────────────────────────────────────
 CREATE INDEX knowledge_document_attachment IF NOT EXISTS FOR (n:KnowledgeDocument) ON (n.accountId, n.attachmentId);

@@ -1,10 +1,16 @@
-"""The stdio MCP server: list the tool table, forward calls to the engine over RPC."""
+"""The stdio MCP server: list the tool table, forward calls to the engine over RPC.
+
+Every tool call, failed ones included, is then sent to the engine's ``audit.record`` (see
+:mod:`appliance.memory.audit`) before its result goes back to the agent.
+"""
 
 from __future__ import annotations
 
 import json
 import logging
+import time
 from collections.abc import Mapping
+from datetime import UTC, datetime
 from typing import Any
 
 import anyio
@@ -23,6 +29,7 @@ from appliance.version import __version__
 log = logging.getLogger(__name__)
 
 TOOL_TIMEOUT = 120.0
+AUDIT_TIMEOUT = 5.0
 
 
 def render(method: str, result: Any) -> str:
@@ -36,6 +43,7 @@ def build_server(settings: Settings, environ: Mapping[str, str]) -> Server[Any]:
     """A low-level MCP server bound to the engine and to this process's caller identity."""
     caller = Caller.from_environ(environ)
     engine = RpcClient(settings.engine_socket, timeout=TOOL_TIMEOUT)
+    auditor = RpcClient(settings.engine_socket, timeout=AUDIT_TIMEOUT)
 
     async def list_tools(
         ctx: Any, params: types.PaginatedRequestParams | None
@@ -53,6 +61,43 @@ def build_server(settings: Settings, environ: Mapping[str, str]) -> Server[Any]:
         )
 
     async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
+        started = datetime.now(UTC)
+        clock = time.perf_counter()
+        result = await invoke(params)
+        ms = (time.perf_counter() - clock) * 1000
+        # Awaited, not spawned: the record exists once the agent has the result. It never fails
+        # the call, and its short timeout bounds what a struggling engine can add to it.
+        await record(params, result, started, ms)
+        return result
+
+    async def record(
+        params: types.CallToolRequestParams,
+        result: types.CallToolResult,
+        started: datetime,
+        ms: float,
+    ) -> None:
+        text = "".join(c.text for c in result.content if isinstance(c, types.TextContent))
+        request = {
+            "caller": caller.to_wire(),
+            "tool": params.name,
+            "input": params.arguments or {},
+            "output": text,
+            "isError": bool(result.is_error),
+            "startedAt": started.isoformat(),
+            "endedAt": datetime.now(UTC).isoformat(),
+            "ms": round(ms, 1),
+            "sessionId": caller.session_id,
+        }
+        try:
+            await auditor.call("audit.record", request)
+        except Exception as err:  # the audit trail must never break a tool call
+            log.warning(
+                "[audit] warn reason=record-failed tool=%s error=%s",
+                params.name,
+                getattr(err, "code", type(err).__name__),
+            )
+
+    async def invoke(params: types.CallToolRequestParams) -> types.CallToolResult:
         tool = BY_NAME.get(params.name)
         if tool is None:
             return _error(f"There is no tool {params.name!r}.")

@@ -50,12 +50,16 @@ _REL_TYPE = re.compile(r"^[A-Z][A-Z0-9_]{0,63}$")
 _LABEL_IN_SCHEMA = re.compile(r"FOR \(n:(\w+)\) REQUIRE n\.id IS UNIQUE")
 
 
+# Never written through memory-write: accounts live on disk, and the audit trail (ToolCall)
+# is written only by the MCP server itself, so an agent cannot forge or overwrite it.
+NOT_WRITABLE = frozenset({"Account", "ToolCall"})
+
+
 @cache
 def writable_labels() -> frozenset[str]:
     """Labels the schema declares (each has a unique ``id``): the only ones writes may use."""
-    return frozenset(m.group(1) for s in read_statements() if (m := _LABEL_IN_SCHEMA.search(s))) - {
-        "Account"
-    }
+    declared = frozenset(m.group(1) for s in read_statements() if (m := _LABEL_IN_SCHEMA.search(s)))
+    return declared - NOT_WRITABLE
 
 
 @dataclass

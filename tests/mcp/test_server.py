@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import sys
-from typing import Any
+import uuid
+from pathlib import Path
+from typing import Any, TextIO
 
 import pytest
 from mcp import ClientSession, StdioServerParameters, stdio_client
 
-from tests.conftest import Env, wait_until
+from appliance.memory.graph import Graph
+from tests.conftest import Env, Neo4jServer, wait_until
 from tests.memory.test_service import engine_healthy
 
 pytestmark = pytest.mark.anyio
@@ -28,7 +31,18 @@ def server(env: Env, **extra: str) -> StdioServerParameters:
     )
 
 
-async def call(params: StdioServerParameters, name: str, arguments: dict[str, Any]) -> Any:
+async def call(
+    params: StdioServerParameters,
+    name: str,
+    arguments: dict[str, Any],
+    errlog: TextIO = sys.stderr,
+) -> Any:
+    async with (
+        stdio_client(params, errlog=errlog) as (read, write),
+        ClientSession(read, write) as session,
+    ):
+        await session.initialize()
+        return await session.call_tool(name, arguments)
     async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
         await session.initialize()
         return await session.call_tool(name, arguments)
@@ -129,3 +143,46 @@ async def test_ingest_then_find_a_chunk_then_reindex(engine: Env) -> None:
     assert not again.is_error
     assert again.structured_content["skipped"] == 0
     assert again.structured_content["embedded"] == 0  # everything was embedded at write time
+
+
+async def test_every_tool_call_is_audited_on_its_sessions_conversation(
+    engine: Env, neo4j_server: Neo4jServer
+) -> None:
+    session_id = f"s-audit-{uuid.uuid4()}"
+    params = server(engine, SESSION_ID=session_id)
+    async with stdio_client(params) as (read, write), ClientSession(read, write) as s:
+        await s.initialize()
+        wrote = await s.call_tool(
+            "memory-write",
+            {"label": "Note", "properties": {"name": "wifi", "password": "hunter2-wifi"}},
+        )
+        found = await s.call_tool("memory-search", {"query": "wifi"})
+        bad = await s.call_tool("memory-write", {"label": "NoSuchLabel", "properties": {}})
+    assert not wrote.is_error and not found.is_error and bad.is_error
+    graph = Graph(neo4j_server.uri, "neo4j", neo4j_server.password)
+    try:
+        rows, _ = await graph.run(
+            "MATCH (c:Conversation {accountId: $a, sessionId: $s})-[:HAS_TOOL_CALL]->"
+            "(t:ToolCall) RETURN t {.*} AS t ORDER BY t.startedAt",
+            {"a": engine.account_id, "s": session_id},
+        )
+    finally:
+        await graph.close()
+    calls = [row["t"] for row in rows]
+    assert [(c["tool"], c["isError"]) for c in calls] == [
+        ("memory-write", False),
+        ("memory-search", False),
+        ("memory-write", True),
+    ]
+    assert all(c["sessionId"] == session_id and c["plugin"] == "maxy-memory" for c in calls)
+    assert all(c["accountId"] == engine.account_id and c["ms"] >= 0 for c in calls)
+    assert "hunter2" not in calls[0]["input"] and "[redacted]" in calls[0]["input"]
+    assert "wifi" in calls[1]["input"] and "NoSuchLabel" in calls[2]["output"]
+
+
+async def test_a_failed_audit_never_fails_the_call(maxy_env: Env, tmp_path: Path) -> None:
+    errors = tmp_path / "mcp-stderr.log"
+    with errors.open("w") as errlog:
+        result = await call(server(maxy_env), "memory-search", {"query": "anything"}, errlog)
+    assert result.is_error and "not available" in result.content[0].text
+    assert "[audit] warn reason=record-failed tool=memory-search" in errors.read_text()

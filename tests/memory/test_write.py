@@ -147,6 +147,9 @@ async def test_edges_link_only_inside_the_account(memory: Memory) -> None:
     ("request_", "reason"),
     [
         (WriteRequest("NoSuchLabel", {"name": "x"}), "not a label"),
+        # The audit trail and accounts are never written by agents.
+        (WriteRequest("ToolCall", {"tool": "memory-search"}), "not a label"),
+        (WriteRequest("Account", {"name": "x"}), "not a label"),
         (WriteRequest("Note", {"bad key": "x"}), "not a valid property name"),
         (WriteRequest("Note", {"nested": {"a": 1}}), "must be a string"),
         (WriteRequest("Note", {"name": "x"}, scope="secret"), "scope must be one of"),

@@ -1,0 +1,172 @@
+"""The MCP tool-call audit trail against the real Neo4j."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+
+from appliance.memory.audit import MAX_CHARS, REDACTED, record_tool_call, redact
+from appliance.memory.conversations import record_message
+from appliance.memory.errors import WriteRejected
+from appliance.memory.guards import Caller
+from tests.memory.conftest import Memory
+
+pytestmark = pytest.mark.anyio
+
+STARTED = datetime(2025, 5, 1, 9, 30, tzinfo=UTC)
+
+
+async def record(memory: Memory, caller: Caller | None = None, **changes: Any) -> dict[str, Any]:
+    fields: dict[str, Any] = {
+        "tool": "memory-search",
+        "tool_input": {"query": "tea"},
+        "tool_output": "[Preference] Tea",
+        "is_error": False,
+        "started_at": STARTED,
+        "ended_at": STARTED + timedelta(milliseconds=42),
+        "ms": 42.0,
+        **changes,
+    }
+    return await record_tool_call(memory.graph, caller or memory.caller, **fields)
+
+
+async def calls_of(memory: Memory, session: str) -> list[dict[str, Any]]:
+    rows, _ = await memory.graph.run(
+        "MATCH (c:Conversation {accountId: $a, sessionId: $s})-[:HAS_TOOL_CALL]->(t:ToolCall) "
+        "RETURN t {.*} AS t, c.id AS conversationId ORDER BY t.tool",
+        {"a": memory.caller.account_id, "s": session},
+    )
+    return [{**row["t"], "conversationId": row["conversationId"]} for row in rows]
+
+
+async def test_a_call_is_stored_and_linked_to_its_session_conversation(memory: Memory) -> None:
+    caller = memory.other(session_id="s-audit")
+    first = await record(memory, caller)
+    second = await record(memory, caller, tool="memory-write", is_error=True)
+    assert first["conversationId"] == second["conversationId"] is not None
+    calls = await calls_of(memory, "s-audit")
+    assert [c["tool"] for c in calls] == ["memory-search", "memory-write"]
+    stored = calls[0]
+    assert stored["id"] == first["id"]
+    assert stored["accountId"] == memory.caller.account_id
+    assert stored["plugin"] == "maxy-memory"
+    assert stored["sessionId"] == "s-audit"
+    assert json.loads(stored["input"]) == {"query": "tea"}
+    assert stored["output"] == "[Preference] Tea"
+    assert stored["isError"] is False and calls[1]["isError"] is True
+    assert stored["ms"] == 42.0
+    assert datetime.fromisoformat(stored["startedAt"]) == STARTED
+    assert datetime.fromisoformat(stored["endedAt"]) == STARTED + timedelta(milliseconds=42)
+    assert stored["scope"] == "admin"  # the admin caller's most private scope
+
+
+async def test_a_message_and_a_tool_call_share_one_conversation(memory: Memory) -> None:
+    said = await record_message(
+        memory.graph, memory.caller, memory.writer.embed, "m", "s-shared", "user", "Hello"
+    )
+    called = await record(memory, session_id="s-shared")
+    assert called["conversationId"] == said["conversationId"]
+
+
+async def test_long_input_and_output_are_cut(memory: Memory) -> None:
+    await record(
+        memory,
+        session_id="s-long",
+        tool_input={"text": "x" * 5000},
+        tool_output="y" * 5000,
+    )
+    (stored,) = await calls_of(memory, "s-long")
+    assert len(stored["input"]) == len(stored["output"]) == MAX_CHARS
+    assert stored["output"].endswith("…")
+    assert stored["outputChars"] == 5000
+
+
+async def test_secrets_are_redacted_before_they_are_stored(memory: Memory) -> None:
+    secret_input = {
+        "label": "Note",
+        "properties": {
+            "name": "router",
+            "password": "hunter2",
+            "API_KEY": "abc",
+            "nested": [{"authToken": "t0k3n"}, {"Authorization": "Basic Zm9vOmJhcg=="}],
+            "note": "call with Bearer eyJhbGciOiJIUzI1NiJ9.payload.sig please",
+            "key": "sk-ant-api03-AAAAAAAAAAAAAAAAAAAA",
+        },
+    }
+    await record(
+        memory,
+        session_id="s-secret",
+        tool_input=secret_input,
+        tool_output="stored sk-proj-BBBBBBBBBBBBBBBBBBBB",
+    )
+    (stored,) = await calls_of(memory, "s-secret")
+    properties = json.loads(stored["input"])["properties"]
+    assert properties["name"] == "router"
+    assert properties["password"] == properties["API_KEY"] == REDACTED
+    assert properties["nested"] == [{"authToken": REDACTED}, {"Authorization": REDACTED}]
+    assert properties["note"] == f"call with {REDACTED} please"
+    assert properties["key"] == REDACTED
+    assert stored["output"] == f"stored {REDACTED}"
+    for secret in ("hunter2", "abc", "t0k3n", "Zm9v", "eyJhbGci", "sk-"):
+        assert secret not in stored["input"] + stored["output"]
+
+
+def test_redaction_keeps_ordinary_values() -> None:
+    value = {"query": "my tokens of appreciation", "limit": 3, "labels": ["Person"]}
+    assert redact(value) == value
+
+
+async def test_another_accounts_conversation_is_never_linked(memory: Memory) -> None:
+    stranger = f"{memory.caller.account_id}-other-{uuid.uuid4()}"
+    await memory.graph.run(
+        "CREATE (:Conversation {id: $id, accountId: $a, sessionId: 's-same'})",
+        {"id": str(uuid.uuid4()), "a": stranger},
+    )
+    result = await record(memory, session_id="s-same")
+    rows, _ = await memory.graph.run(
+        "MATCH (c:Conversation {sessionId: 's-same'})-[:HAS_TOOL_CALL]->(t:ToolCall {id: $id}) "
+        "RETURN c.accountId AS account",
+        {"id": result["id"]},
+    )
+    assert [row["account"] for row in rows] == [memory.caller.account_id]
+
+
+async def test_the_callers_session_wins_over_the_parameter(memory: Memory) -> None:
+    caller = memory.other(session_id="s-mine")
+    await record(memory, caller, session_id="s-theirs")
+    assert len(await calls_of(memory, "s-mine")) == 1
+    assert await calls_of(memory, "s-theirs") == []
+
+
+async def test_a_conversation_the_caller_cannot_see_is_not_linked(memory: Memory) -> None:
+    await record(memory, session_id="s-admin")  # the admin caller creates it at scope admin
+    public = memory.other(scopes=("public",), agent="concierge", session_id="s-admin")
+    result = await record(memory, public)
+    assert result["conversationId"] is None
+    rows, _ = await memory.graph.run(
+        "MATCH (t:ToolCall {id: $id}) RETURN t.scope AS scope, t.agents AS agents, "
+        "EXISTS { (:Conversation)-[:HAS_TOOL_CALL]->(t) } AS linked",
+        {"id": result["id"]},
+    )
+    assert rows == [{"scope": "public", "agents": ["concierge"], "linked": False}]
+
+
+async def test_a_call_without_a_session_is_kept_unlinked(memory: Memory) -> None:
+    result = await record(memory)
+    assert result["conversationId"] is None
+    rows, _ = await memory.graph.run(
+        "MATCH (t:ToolCall {id: $id}) RETURN t.accountId AS account, t.sessionId AS session",
+        {"id": result["id"]},
+    )
+    assert rows == [{"account": memory.caller.account_id, "session": None}]
+
+
+async def test_an_invalid_call_is_refused(memory: Memory) -> None:
+    with pytest.raises(WriteRejected):
+        await record(memory, tool="")
+    with pytest.raises(WriteRejected):
+        await record(memory, ms=-1)
