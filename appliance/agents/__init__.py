@@ -4,5 +4,6 @@ anthropic_client  the async `anthropic` SDK behind one small interface; its erro
 patterns          the local prompt-injection vocabulary for short messages
 gateway           screens every inbound message (verdict, intent, language, complexity)
 public_agent      a visitor-facing agent: toolless, prompt from its folder, streamed replies
+retrieval         the query classifier and the search engine's query expander
 visitors          a visitor's conversation with an agent: memory first, the graph from message 2
 """

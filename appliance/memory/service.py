@@ -17,6 +17,8 @@ RPC methods:
   ``{id, created, embedded, warnings}``
 - ``conversation.messages`` ``{caller, sessionId?, limit?}`` → ``{sessionId, conversationId,
   messages: [{id, role, text, createdAt, order}]}`` (one session, oldest first, guarded)
+- ``audit.record`` ``{caller, tool, input, output, isError, startedAt, endedAt, ms, sessionId?}``
+  → ``{id, conversationId}`` (one MCP tool call, see :mod:`appliance.memory.audit`)
 - ``graph.sample`` ``{caller, labels?, q?, limit?}`` → ``{nodes, edges, truncated, categories,
   ms}``; ``graph.node`` ``{caller, id, label?}`` → ``{node, neighbours, edges, degree}`` or
   ``{node: null}`` (see :mod:`appliance.memory.explore`)
@@ -31,13 +33,14 @@ import asyncio
 import logging
 import signal
 from concurrent.futures import ThreadPoolExecutor
+from datetime import datetime
 from typing import Any
 
 import numpy as np
 
 from appliance.accounts import Account
 from appliance.config import Settings
-from appliance.memory import conversations, explore, lifecycle, reports
+from appliance.memory import audit, conversations, explore, lifecycle, reports
 from appliance.memory import reindex as reindexing
 from appliance.memory.embedder import Embedder
 from appliance.memory.errors import EngineError, GraphError, SchemaDimensionMismatch, WriteRejected
@@ -46,7 +49,7 @@ from appliance.memory.guards import Caller, GuardError
 from appliance.memory.ingest import Ingester, IngestRequest
 from appliance.memory.render import render_structured
 from appliance.memory.schema import apply_schema
-from appliance.memory.search import Searcher, SearchRequest
+from appliance.memory.search import Expander, Searcher, SearchRequest
 from appliance.memory.write import Edge, Writer, WriteRequest
 from appliance.rpc.server import RpcServer, report_progress
 
@@ -69,6 +72,16 @@ def read_password(settings: Settings) -> str:
         ) from err
 
 
+def paraphraser(settings: Settings) -> Expander | None:
+    """The Anthropic query expander when a key file exists, else None (the SDK stays unloaded)."""
+    if not settings.anthropic_api_key_path.is_file():
+        return None
+    from appliance.agents.anthropic_client import AnthropicClient  # lazy: loads the SDK
+    from appliance.agents.retrieval import make_expander
+
+    return make_expander(AnthropicClient(settings), settings)
+
+
 class Engine:
     """The retrieval engine process: embedder + graph + RPC handlers."""
 
@@ -81,7 +94,7 @@ class Engine:
         self._embed_thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="embed")
         self.schema_state = "pending"
         self.schema_error: str | None = None
-        self.searcher = Searcher(self.graph, self.embed_one)
+        self.searcher = Searcher(self.graph, self.embed_one, paraphraser(settings))
         self.writer = Writer(self.graph, self.embed_one, embedder.model_name)
         self.ingester = Ingester(self.graph, self.embed_one, embedder.model_name)
 
@@ -105,6 +118,7 @@ class Engine:
             "restore": self.restore,
             "graph.sample": self.graph_sample,
             "graph.node": self.graph_node,
+            "audit.record": self.audit_record,
         }
 
     async def embed_one(self, text: str) -> list[float]:
@@ -396,6 +410,21 @@ class Engine:
             params.get("label"),
         )
         return found or {"node": None}
+
+    async def audit_record(self, params: dict[str, Any]) -> dict[str, Any]:
+        """Keep one MCP tool call in the audit trail (timestamps are ISO-8601 strings)."""
+        return await audit.record_tool_call(
+            self.graph,
+            self.caller(params),
+            tool=str(params["tool"]),
+            tool_input=params.get("input"),
+            tool_output=params.get("output"),
+            is_error=bool(params.get("isError", False)),
+            started_at=datetime.fromisoformat(str(params["startedAt"])),
+            ended_at=datetime.fromisoformat(str(params["endedAt"])),
+            ms=float(params["ms"]),
+            session_id=params.get("sessionId"),
+        )
 
     async def purge_loop(self) -> None:
         """Hard-delete soft-deleted nodes past the grace period, once an hour."""
