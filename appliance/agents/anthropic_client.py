@@ -12,6 +12,7 @@ SDK exceptions become :mod:`appliance.agents.errors` here, and only here.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import AsyncIterator, Iterable
 
@@ -96,17 +97,23 @@ class AnthropicClient:
         max_tokens: int,
         timeout: float,
     ) -> str:
-        """Return the text of one reply."""
+        """Return the text of one reply; ``timeout`` is a hard deadline for the whole call."""
         client = self._sdk()
         try:
-            reply = await client.messages.create(
-                model=model,
-                system=system,
-                messages=list(messages),
-                max_tokens=max_tokens,
-                timeout=timeout,
+            # The SDK's own timeout covers each network phase, not the call as a whole.
+            reply = await asyncio.wait_for(
+                client.messages.create(
+                    model=model,
+                    system=system,
+                    messages=list(messages),
+                    max_tokens=max_tokens,
+                    timeout=timeout,
+                ),
+                timeout,
             )
             return "".join(block.text for block in reply.content if isinstance(block, TextBlock))
+        except TimeoutError as err:
+            raise AnthropicTimeout("The Anthropic API did not answer in time.") from err
         except _SDK_ERRORS as err:
             raise _translate(err) from err
 

@@ -23,7 +23,6 @@ One log line per message::
 
 from __future__ import annotations
 
-import asyncio
 import json
 import logging
 import re
@@ -191,19 +190,14 @@ class Gateway:
 
     async def _ask_model(self, text: str) -> Screening:
         try:
-            answer = await asyncio.wait_for(
-                self.client.complete(
-                    model=self.model,
-                    system=SYSTEM,
-                    messages=[{"role": "user", "content": f"<message>\n{text}\n</message>"}],
-                    max_tokens=MAX_TOKENS,
-                    timeout=self.timeout,
-                ),
-                self.timeout,
+            answer = await self.client.complete(
+                model=self.model,
+                system=SYSTEM,
+                messages=[{"role": "user", "content": f"<message>\n{text}\n</message>"}],
+                max_tokens=MAX_TOKENS,
+                timeout=self.timeout,
             )
             return parse_verdict(answer)
-        except TimeoutError:
-            return passthrough(AnthropicTimeout.reason)
         except AnthropicError as err:
             if not isinstance(err, AnthropicTimeout):
                 log.warning("[inbound-gateway] op=screen warn=fallthrough error=%s", err)

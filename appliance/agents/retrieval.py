@@ -19,7 +19,6 @@ per message::
 
 from __future__ import annotations
 
-import asyncio
 import json
 import logging
 import re
@@ -150,21 +149,14 @@ async def classify_query(
     reason: str | None = None
     timeout = settings.gateway_timeout
     try:
-        answer = await asyncio.wait_for(
-            client.complete(
-                model=settings.gateway_model,
-                system=CLASSIFIER_SYSTEM,
-                messages=[
-                    {"role": "user", "content": classifier_prompt(message, history, audience)}
-                ],
-                max_tokens=LIMITS[audience].max_tokens,
-                timeout=timeout,
-            ),
-            timeout,
+        answer = await client.complete(
+            model=settings.gateway_model,
+            system=CLASSIFIER_SYSTEM,
+            messages=[{"role": "user", "content": classifier_prompt(message, history, audience)}],
+            max_tokens=LIMITS[audience].max_tokens,
+            timeout=timeout,
         )
         result = parse_classification(answer)
-    except TimeoutError:
-        reason, result = AnthropicTimeout.reason, fallback(message)
     except AnthropicError as err:
         if not isinstance(err, AnthropicTimeout):
             log.warning("[query-classifier] op=classify warn=fallthrough error=%s", err)
@@ -210,19 +202,14 @@ def make_expander(
         reason: str | None = None
         timeout = settings.gateway_timeout
         try:
-            answer = await asyncio.wait_for(
-                client.complete(
-                    model=settings.gateway_model,
-                    system=EXPANDER_SYSTEM,
-                    messages=[{"role": "user", "content": f"<query>\n{query}\n</query>"}],
-                    max_tokens=EXPANDER_MAX_TOKENS,
-                    timeout=timeout,
-                ),
-                timeout,
+            answer = await client.complete(
+                model=settings.gateway_model,
+                system=EXPANDER_SYSTEM,
+                messages=[{"role": "user", "content": f"<query>\n{query}\n</query>"}],
+                max_tokens=EXPANDER_MAX_TOKENS,
+                timeout=timeout,
             )
             found = parse_paraphrases(answer, query)
-        except TimeoutError:
-            reason, found = AnthropicTimeout.reason, []
         except AnthropicError as err:
             if not isinstance(err, AnthropicTimeout):
                 log.warning("[query-expander] op=expand warn=fallthrough error=%s", err)

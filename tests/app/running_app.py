@@ -10,11 +10,14 @@ from __future__ import annotations
 
 import socket
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 
 from tests.conftest import Env, Process, wait_until
 
@@ -160,3 +163,33 @@ class TcpToUnix:
         self._thread.join(timeout=5)
         for conn in self._open:
             conn.close()
+
+
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+
+
+@contextmanager
+def chromium(*extra_args: str) -> Iterator[Any]:
+    """Debian's Chromium, headless, driven by Playwright (never a downloaded browser)."""
+    if not CHROMIUM.exists():
+        pytest.fail(f"{CHROMIUM} is missing: apt-get install chromium")
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(
+            executable_path=str(CHROMIUM), args=[*CHROMIUM_ARGS, *extra_args]
+        )
+        try:
+            yield browser
+        finally:
+            browser.close()

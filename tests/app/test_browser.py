@@ -15,22 +15,12 @@ from typing import Any
 import httpx
 import pytest
 
+from tests.app.running_app import chromium
 from tests.app.stack import PIN, Stack, add_agent, make_env, running_stack
 from tests.conftest import REPO, Neo4jServer, wait_until
 
-CHROMIUM = Path("/usr/bin/chromium")
-CHROMIUM_ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    # A request for the public host name reaches the edge on loopback, Host header intact.
-    "--host-resolver-rules=MAP public.test 127.0.0.1",
-]
+# A request for the public host name reaches the edge on loopback, Host header intact.
+PUBLIC_HOST_RULE = "--host-resolver-rules=MAP public.test 127.0.0.1"
 PUBLIC_HOST = "public.test"
 SCREENSHOTS = REPO / "tests" / "artefacts" / "screenshots"
 BREAKDOWN = re.compile(r"^vector [01]\.\d\d · bm25 [01]\.\d\d · combined \d\.\d\d$")
@@ -82,14 +72,8 @@ def base_url(stack: Stack) -> str:
 
 @pytest.fixture(scope="module")
 def browser(stack: Stack) -> Iterator[Any]:
-    if not CHROMIUM.exists():
-        pytest.fail(f"{CHROMIUM} is missing: apt-get install chromium")
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as playwright:
-        launched = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+    with chromium(PUBLIC_HOST_RULE) as launched:
         yield launched
-        launched.close()
 
 
 @pytest.fixture(scope="module")

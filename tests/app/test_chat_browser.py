@@ -16,8 +16,9 @@ import httpx
 import pytest
 
 from appliance.app.chat import VISITOR_COOKIE
+from tests.app.running_app import chromium
 from tests.app.stack import Stack, add_agent, make_env, running_stack
-from tests.app.test_browser import CHROMIUM, CHROMIUM_ARGS, edge_url, screenshot
+from tests.app.test_browser import PUBLIC_HOST_RULE, edge_url, screenshot
 from tests.conftest import Neo4jServer, wait_until
 from tests.fakes.anthropic_api import FakeAnthropic, Reply
 
@@ -71,14 +72,8 @@ def _edge_serves(port: int) -> bool:
 
 @pytest.fixture(scope="module")
 def browser(stack: Stack) -> Iterator[Any]:
-    if not CHROMIUM.exists():
-        pytest.fail(f"{CHROMIUM} is missing: apt-get install chromium")
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as playwright:
-        launched = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+    with chromium(PUBLIC_HOST_RULE) as launched:
         yield launched
-        launched.close()
 
 
 def test_a_visitor_sends_two_messages_and_sees_streamed_replies(

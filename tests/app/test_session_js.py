@@ -6,25 +6,13 @@ The browser reaches the real `maxy app` through a loopback TCP port piped to its
 from __future__ import annotations
 
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.app.running_app import RunningApp, TcpToUnix, start_app
+from tests.app.running_app import RunningApp, TcpToUnix, chromium, start_app
 from tests.conftest import Env
 
-CHROMIUM = Path("/usr/bin/chromium")
-CHROMIUM_ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
 PIN = "271828"
 BANNER = "Your admin session was renewed in another tab. Click to reload."
 
@@ -40,17 +28,11 @@ POST_SETTING = """async () => {
 
 @pytest.fixture
 def browser_app(maxy_env: Env, start_maxy: Any) -> Iterator[tuple[Any, str, RunningApp]]:
-    if not CHROMIUM.exists():
-        pytest.fail(f"{CHROMIUM} is missing: apt-get install chromium")
-    from playwright.sync_api import sync_playwright
-
     app = start_app(start_maxy, maxy_env)
     forward = TcpToUnix(app.socket)
     try:
-        with sync_playwright() as playwright:
-            browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        with chromium() as browser:
             yield browser, f"http://127.0.0.1:{forward.port}", app
-            browser.close()
     finally:
         forward.close()
 
