@@ -1,0 +1,1 @@
+"""Signed A/B updates: bundles, slot writing, trial boot, health-gated commit, USB offers."""
