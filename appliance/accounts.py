@@ -78,19 +78,32 @@ class Account:
         )
 
 
-def create_account(accounts_dir: Path, owner: str, product_name: str = "Maxy") -> Account:
-    """Create a new account directory and its account.json."""
+def create_account(
+    accounts_dir: Path,
+    owner: str,
+    product_name: str = "Maxy",
+    *,
+    brand: dict[str, Any] | None = None,
+    default_agent: str = DEFAULT_AGENT,
+    account_id: str | None = None,
+) -> Account:
+    """Create a new account directory and its account.json (``brand`` replaces product_name)."""
     if not owner.strip():
         raise AccountError("An account needs an owner name: `maxy account create --owner NAME`.")
+    if account_id is not None and not _UUID.match(account_id):
+        raise AccountError(f"{account_id!r} is not a lower-case UUID; an account id must be one.")
     account = Account(
-        id=str(uuid.uuid4()),
+        id=account_id or str(uuid.uuid4()),
         owner=owner.strip(),
         created_at=datetime.now(UTC).isoformat(timespec="seconds"),
-        default_agent=DEFAULT_AGENT,
-        brand={"productName": product_name},
+        default_agent=default_agent,
+        brand=dict(brand) if brand is not None else {"productName": product_name},
     )
     folder = accounts_dir / account.id
-    folder.mkdir(parents=True, exist_ok=False)
+    # An empty folder is what an interrupted creation leaves; an account.json is an account.
+    folder.mkdir(parents=True, exist_ok=account_id is not None)
+    if (folder / ACCOUNT_FILE).exists():
+        raise AccountError(f"The account {account.id} already exists in {folder}.")
     tmp = folder / (ACCOUNT_FILE + ".tmp")
     tmp.write_text(json.dumps(account.to_json(), indent=2) + "\n")
     os.replace(tmp, folder / ACCOUNT_FILE)

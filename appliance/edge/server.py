@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import logging
+import os
 
 from appliance.config import Settings, SettingsError
+from appliance.edge.app import VERSION_PATH
 from appliance.edge.network import Policy
 from appliance.ports import check_port_free
+from appliance.systemd import Notifier, http_probe, loopback, watch_granian
 
 log = logging.getLogger(__name__)
 
@@ -15,7 +18,12 @@ KILL_TIMEOUT_S = 5
 
 
 def serve(settings: Settings) -> None:
-    """Serve the edge until SIGTERM/SIGINT."""
+    """Serve the edge until SIGTERM/SIGINT.
+
+    Under systemd the main process reports READY once the edge answers
+    ``/api/admin/version`` (its own route: no engine or app needed) and feeds the watchdog while
+    it keeps answering (see :mod:`appliance.systemd`).
+    """
     from granian import Granian
     from granian.constants import Interfaces
     from granian.log import LogLevels
@@ -34,7 +42,8 @@ def serve(settings: Settings) -> None:
         settings.port,
         settings.app_socket,
     )
-    Granian(
+    notifier = Notifier.from_environ(os.environ)
+    server = Granian(
         "appliance.edge.app:create_app",
         factory=True,
         address=settings.host,
@@ -43,4 +52,7 @@ def serve(settings: Settings) -> None:
         workers=1,
         workers_kill_timeout=KILL_TIMEOUT_S,
         log_level=LogLevels.warning,
-    ).serve()
+    )
+    probe = http_probe(VERSION_PATH, host=loopback(settings.host), port=settings.port)
+    watch_granian(server, notifier, "edge", probe, f"{settings.host}:{settings.port}")
+    server.serve()

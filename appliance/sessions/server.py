@@ -211,5 +211,9 @@ def create_app(
 def serve(settings: Settings) -> None:
     """Serve the manager until SIGTERM/SIGINT."""
     serve_unix(
-        settings, "appliance.sessions.server:create_app", settings.manager_socket, "sessions"
+        settings,
+        "appliance.sessions.server:create_app",
+        settings.manager_socket,
+        "sessions",
+        role="manager",
     )

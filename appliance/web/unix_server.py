@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import logging
+import os
 from pathlib import Path
 
 from appliance.config import Settings
+from appliance.systemd import Notifier, http_probe, watch_granian
 
 log = logging.getLogger(__name__)
 
@@ -14,8 +16,14 @@ log = logging.getLogger(__name__)
 KILL_TIMEOUT = 5
 
 
-def serve_unix(settings: Settings, factory: str, sock: Path, area: str) -> None:
-    """Serve ``factory`` (``module:function``) on ``sock`` (mode 0600) until SIGTERM/SIGINT."""
+def serve_unix(
+    settings: Settings, factory: str, sock: Path, area: str, role: str | None = None
+) -> None:
+    """Serve ``factory`` (``module:function``) on ``sock`` (mode 0600) until SIGTERM/SIGINT.
+
+    Under systemd the main process reports READY once ``GET /healthz`` on the socket gets an
+    answer, and feeds the watchdog while it keeps answering (see :mod:`appliance.systemd`).
+    """
     from granian import Granian
     from granian.constants import Interfaces
     from granian.log import LogLevels
@@ -23,7 +31,8 @@ def serve_unix(settings: Settings, factory: str, sock: Path, area: str) -> None:
     settings.runtime_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
     sock.unlink(missing_ok=True)  # a socket left by a killed process; nobody else binds here
     log.info("[%s] op=listen socket=%s", area, sock)
-    Granian(
+    notifier = Notifier.from_environ(os.environ)
+    server = Granian(
         factory,
         factory=True,
         uds=sock,
@@ -32,4 +41,6 @@ def serve_unix(settings: Settings, factory: str, sock: Path, area: str) -> None:
         workers=1,
         workers_kill_timeout=KILL_TIMEOUT,
         log_level=LogLevels.warning,
-    ).serve()
+    )
+    watch_granian(server, notifier, role or area, http_probe("/healthz", uds=sock), str(sock))
+    server.serve()

@@ -1,0 +1,118 @@
+"""``maxy neo4j run``: Neo4j in the foreground, for its systemd unit (``Type=notify``).
+
+The launcher prepares the instance (configuration, initial password), starts the Java server as
+its child with the server's output on its own (the journal, on the device), and tells systemd
+READY once Bolt answers a query. After that it checks Bolt every watchdog interval and pings the
+watchdog only after an answered query, so a server that stops answering gets restarted. On
+SIGTERM/SIGINT it says STOPPING and stops the server (SIGKILL after the grace period).
+
+Exit status: 0 after a requested stop; the server's own code (at least 1) when it died by
+itself, so that ``Restart=on-failure`` brings it back.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import threading
+import time
+from collections.abc import Callable
+from types import FrameType
+
+from appliance.graphdb.errors import Neo4jSetupError, StartFailed
+from appliance.graphdb.instance import Neo4jInstance, bolt_ready, stop_process_group
+from appliance.ports import check_port_free
+from appliance.systemd import Notifier
+
+log = logging.getLogger(__name__)
+
+START_WAIT = 180.0
+STOP_WAIT = 60.0
+POLL = 0.5  # how often the launcher notices a stop request or a dead server
+BOLT_TIMEOUT_MAX = 5.0
+
+
+def run(
+    instance: Neo4jInstance,
+    notifier: Notifier,
+    *,
+    user: str = "neo4j",
+    start_wait: float = START_WAIT,
+    stop_wait: float = STOP_WAIT,
+) -> int:
+    """Run the server until a signal asks to stop; return the exit status (see module doc)."""
+    other = instance.running_pid()
+    if other:
+        raise Neo4jSetupError(
+            f"Neo4j already runs from {instance.home} (pid {other}). Stop it first with "
+            "`maxy neo4j stop` (or stop `maxy run`)."
+        )
+    check_port_free(instance.bolt_host, instance.bolt_port, "MAXY_NEO4J_URI")
+    stop = threading.Event()
+
+    def request_stop(signum: int, frame: FrameType | None) -> None:
+        if not stop.is_set():
+            stop.set()
+            notifier.stopping("neo4j")
+
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, request_stop)
+
+    uri = f"bolt://{instance.bolt_host}:{instance.bolt_port}"
+    notifier.status(f"starting Neo4j (Bolt on {uri})")
+    proc = instance.spawn(None)
+    instance.record_pid(proc.pid, f"launcher:{os.getpid()}")
+    try:
+        password = instance.password_file.read_text().strip()
+        deadline = time.monotonic() + start_wait
+        reason = bolt_ready(uri, user, password)
+        while reason is not None:
+            if proc.poll() is not None:
+                raise StartFailed(
+                    f"Neo4j exited with code {proc.returncode} while starting; its output is "
+                    "above (journalctl -u the unit on the device)."
+                )
+            if time.monotonic() > deadline:
+                raise StartFailed(
+                    f"Neo4j did not answer at {uri} within {start_wait:.0f} s ({reason})."
+                )
+            if stop.wait(POLL):
+                return 0
+            reason = bolt_ready(uri, user, password)
+        log.info("[neo4j] op=ready bolt=%s pid=%s", uri, proc.pid)
+        notifier.ready("neo4j", f"Bolt answering on {uri}")
+        return _watch(proc.poll, notifier, stop, lambda t: bolt_ready(uri, user, password, t))
+    finally:
+        stop_process_group(proc, stop_wait)
+        instance.pid_file.unlink(missing_ok=True)
+        log.info("[neo4j] op=stop pid=%s code=%s", proc.pid, proc.returncode)
+
+
+def _watch(
+    poll: Callable[[], int | None],
+    notifier: Notifier,
+    stop: threading.Event,
+    check: Callable[[float], str | None],
+) -> int:
+    """Until a stop request: notice the server dying, ping the watchdog after answered queries."""
+    interval = notifier.watchdog_interval
+    timeout = min(BOLT_TIMEOUT_MAX, interval / 2) if interval else BOLT_TIMEOUT_MAX
+    next_check = time.monotonic()
+    if interval is not None:
+        notifier.ping()
+        next_check += interval
+    while not stop.wait(min(POLL, interval or POLL)):
+        code = poll()
+        if code is not None:
+            log.error("[neo4j] op=exited code=%s", code)
+            return code or 1
+        if interval is None or time.monotonic() < next_check:
+            continue
+        next_check = time.monotonic() + interval
+        reason = check(timeout)
+        if reason is None:
+            notifier.ping()
+        elif not stop.is_set():
+            log.warning("[neo4j] op=watchdog skip=no-answer reason=%r", reason)
+    return 0
