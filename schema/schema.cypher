@@ -58,6 +58,10 @@ CREATE CONSTRAINT order_id_unique IF NOT EXISTS FOR (n:Order) REQUIRE n.id IS UN
 CREATE CONSTRAINT cloudflare_tunnel_id_unique IF NOT EXISTS FOR (n:CloudflareTunnel) REQUIRE n.id IS UNIQUE;
 CREATE CONSTRAINT cloudflare_hostname_id_unique IF NOT EXISTS FOR (n:CloudflareHostname) REQUIRE n.id IS UNIQUE;
 CREATE CONSTRAINT tool_call_id_unique IF NOT EXISTS FOR (n:ToolCall) REQUIRE n.id IS UNIQUE;
+// What the owner's review routine leaves for the next session: a digest of the period and alerts
+// that need attention (read into every admin session's <previous-context>, appliance/memory/context.py).
+CREATE CONSTRAINT review_digest_id_unique IF NOT EXISTS FOR (n:ReviewDigest) REQUIRE n.id IS UNIQUE;
+CREATE CONSTRAINT review_alert_id_unique IF NOT EXISTS FOR (n:ReviewAlert) REQUIRE n.id IS UNIQUE;
 
 // Natural keys that writes MERGE on: unique per account, so concurrent first writes cannot race.
 CREATE CONSTRAINT report_minute_key IF NOT EXISTS FOR (n:Report) REQUIRE (n.accountId, n.minuteKey) IS UNIQUE;
@@ -109,6 +113,8 @@ CREATE INDEX order_account IF NOT EXISTS FOR (n:Order) ON (n.accountId);
 CREATE INDEX cloudflare_tunnel_account IF NOT EXISTS FOR (n:CloudflareTunnel) ON (n.accountId);
 CREATE INDEX cloudflare_hostname_account IF NOT EXISTS FOR (n:CloudflareHostname) ON (n.accountId);
 CREATE INDEX tool_call_account IF NOT EXISTS FOR (n:ToolCall) ON (n.accountId);
+CREATE INDEX review_digest_account IF NOT EXISTS FOR (n:ReviewDigest) ON (n.accountId, n.createdAt);
+CREATE INDEX review_alert_account IF NOT EXISTS FOR (n:ReviewAlert) ON (n.accountId, n.createdAt);
 
 // ── Lookups the write paths use ────────────────────────────────────────────────────────────────
 CREATE INDEX knowledge_document_attachment IF NOT EXISTS FOR (n:KnowledgeDocument) ON (n.accountId, n.attachmentId);

@@ -7,7 +7,11 @@ AgentError
 │   ├── AnthropicStatus       4xx/5xx (``status``)
 │   ├── AnthropicUnreachable  connection refused, reset, DNS
 │   └── MalformedReply        a body that is not the Messages API's, or not the JSON asked for
-└── AgentConfigError          an agent or the brand is set up wrongly (the owner must fix it)
+├── AgentConfigError          an agent or the brand is set up wrongly (the owner must fix it)
+└── AgentStoreError           the owner's change to an agent cannot be made (``status``, ``code``)
+    ├── InvalidAgentInput     a bad slug, file text or keyword subscription (400)
+    ├── NoSuchAgent           no agent of that slug (404)
+    └── AgentConflict         the slug is taken, or the agent is the default one (409)
 """
 
 from __future__ import annotations
@@ -62,3 +66,31 @@ class MalformedReply(AnthropicError):
 
 class AgentConfigError(AgentError):
     """An agent's files or the account's brand cannot make a prompt."""
+
+
+class AgentStoreError(AgentError):
+    """A change to an agent's folder cannot be made; ``status`` and ``code`` are for HTTP."""
+
+    status = 500
+    code = "agent-store"
+
+
+class InvalidAgentInput(AgentStoreError):
+    """A slug, a file's text or a keyword subscription is not acceptable."""
+
+    status = 400
+    code = "invalid-agent"
+
+
+class NoSuchAgent(AgentStoreError):
+    """There is no agent of that slug."""
+
+    status = 404
+    code = "no-such-agent"
+
+
+class AgentConflict(AgentStoreError):
+    """The change conflicts with what is there: a taken slug, or deleting the default agent."""
+
+    status = 409
+    code = "agent-conflict"

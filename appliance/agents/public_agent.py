@@ -10,7 +10,9 @@ way to send them). The system prompt is built from the agent's folder
 where KNOWLEDGE is ``KNOWLEDGE-SUMMARY.md`` unless ``KNOWLEDGE.md`` is newer (the staleness
 guard: a summary older than the knowledge it summarises is not used). ``{{productName}}`` is
 replaced by the account's ``brand.productName``; an account without one is an
-:class:`AgentConfigError`, never a default. The gateway's reading of the message is appended.
+:class:`AgentConfigError`, never a default. Then come the memory found for this message (a
+bounded ``<relevant-memory>`` block from :mod:`appliance.agents.recall`, when there is any) and
+the gateway's reading of the message.
 """
 
 from __future__ import annotations
@@ -123,15 +125,16 @@ class PublicAgent:
         """The agent's slug (its folder's name)."""
         return self.folder.name
 
-    def system(self, screening: Screening) -> str:
-        """The whole system prompt for one message."""
-        return f"{system_prompt(self.folder, self.account)}\n\n{metadata_block(screening)}".strip()
+    def system(self, screening: Screening, memory: str = "") -> str:
+        """The whole system prompt for one message (``memory``: a relevant-memory block)."""
+        parts = [system_prompt(self.folder, self.account), memory, metadata_block(screening)]
+        return "\n\n".join(part for part in parts if part).strip()
 
     async def reply(
-        self, history: Sequence[Turn], text: str, screening: Screening
+        self, history: Sequence[Turn], text: str, screening: Screening, memory: str = ""
     ) -> AsyncIterator[str]:
         """Yield the reply's text deltas (raises AgentConfigError or AnthropicError)."""
-        system = self.system(screening)
+        system = self.system(screening, memory)
         async for delta in self.client.stream_text(
             model=self.model,
             system=system,

@@ -145,6 +145,19 @@ async def classify_query(
     audience: Audience,
 ) -> Classification:
     """Classify one message for retrieval; never raises for the model's failures."""
+    classification, _ = await classify(client, settings, message, history, audience=audience)
+    return classification
+
+
+async def classify(
+    client: AnthropicClient,
+    settings: Settings,
+    message: str,
+    history: Sequence[Turn],
+    *,
+    audience: Audience,
+) -> tuple[Classification, str | None]:
+    """Classify one message, and say why it fell back (None: the model's own answer)."""
     started = time.monotonic()
     reason: str | None = None
     timeout = settings.gateway_timeout
@@ -169,7 +182,7 @@ async def classify_query(
         round((time.monotonic() - started) * 1000),
         reason or "no",
     )
-    return result
+    return result, reason
 
 
 def _normal(text: str) -> str:

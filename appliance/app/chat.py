@@ -9,9 +9,11 @@
 
 A visitor is known by the signed cookie ``maxy_visitor`` (a random id and its HMAC under the
 cookie key, domain-separated from login cookies), set on the first request. Each message is
-screened by the inbound gateway (public channel), then answered by the agent
-(:mod:`appliance.agents.public_agent`, toolless); the conversation is kept by
-:mod:`appliance.agents.visitors` (in the graph from the visitor's second message).
+screened by the inbound gateway (public channel); unless it is discarded, what memory holds for
+it is fetched as the agent (:mod:`appliance.agents.recall`: query classifier, guarded search), and
+the agent (:mod:`appliance.agents.public_agent`, toolless) answers with that in its prompt; the
+conversation is kept by :mod:`appliance.agents.visitors` (in the graph from the visitor's second
+message).
 
 Refusals, before any stream: 404 unknown agent, 415 not JSON, 403 cross-site Origin, 400 empty
 or malformed, 413 a message over :data:`MAX_MESSAGE_CHARS` characters, 429 too many messages
@@ -41,10 +43,13 @@ from appliance.agents.anthropic_client import AnthropicClient
 from appliance.agents.errors import AgentConfigError, AnthropicError
 from appliance.agents.gateway import REFUSAL, Gateway
 from appliance.agents.public_agent import PublicAgent
+from appliance.agents.recall import recall
+from appliance.agents.store import subscriptions_of
 from appliance.agents.visitors import Conversation, Visitors
 from appliance.app import public
 from appliance.app.context import AppContext
 from appliance.app.public import MAX_MESSAGE_CHARS
+from appliance.memory.guards import Caller
 from appliance.web import csrf
 from appliance.web.client import client_of
 from appliance.web.cookies import load_key
@@ -221,9 +226,19 @@ def routes(ctx: AppContext) -> list[BaseRoute]:
                 yield sse("refusal", {"text": REFUSAL})
                 yield sse("done", {"persisted": False})
                 return
+            caller = Caller(
+                ctx.account.id,
+                ("public",),
+                agent.slug,
+                conversation.session_id,
+                subscriptions_of(agent.folder),
+            )
+            found = await recall(client, settings, ctx.engine, caller, text, conversation.turns)
             pieces: list[str] = []
             try:
-                async for delta in agent.reply(list(conversation.turns), text, screening):
+                async for delta in agent.reply(
+                    list(conversation.turns), text, screening, found.block
+                ):
                     pieces.append(delta)
                     yield sse("delta", {"text": delta})
             except AgentConfigError as err:

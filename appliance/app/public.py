@@ -1,9 +1,10 @@
 """Public agent pages: ``/{slug}``, ``/`` on public host names, and the ``/bot`` landing page.
 
-An agent lives in ``<accounts_dir>/<account>/agents/<slug>/``; its ``config.json`` may name it
-(``displayName``) and describe it (``description``). A slug is 1-40 of ``[a-z0-9-]`` and never
-one of the reserved first path segments. A page shows the agent, its conversation with this
-visitor and a message box; the conversation itself runs through :mod:`appliance.app.chat`.
+An agent lives in ``<accounts_dir>/<account>/agents/<slug>/`` (:mod:`appliance.agents.store`);
+its ``config.json`` may name it (``displayName``) and describe it (``description``). A slug is
+1-40 of ``[a-z0-9-]`` and never one of the reserved first path segments. A page shows the agent,
+its conversation with this visitor and a message box; the conversation itself runs through
+:mod:`appliance.app.chat`. The owner manages agents from :mod:`appliance.app.agents_admin`.
 
 ``/`` is shared: on an admin host it is the admin shell (:func:`appliance.app.pages.shell_page`),
 on a public host the account's default agent.
@@ -11,26 +12,21 @@ on a public host the account's default agent.
 
 from __future__ import annotations
 
-import json
 import logging
-import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
+from appliance.agents.store import is_slug, read_config
 from appliance.app import pages
 from appliance.app.context import AppContext
 from appliance.web.client import client_of
 
 log = logging.getLogger(__name__)
 
-SLUG = re.compile(r"^[a-z0-9-]{1,40}$")
-# First path segments that belong to the app itself: never an agent's slug.
-RESERVED = frozenset({"admin", "api", "static", "sites", "bot", "login", "onboarding", "healthz"})
 MAX_TEXT = 200
 #: The longest message a visitor may send (the chat API answers 413 beyond it).
 MAX_MESSAGE_CHARS = 2000
@@ -45,26 +41,9 @@ class Agent:
     description: str = ""
 
 
-def is_slug(text: str) -> bool:
-    """True when ``text`` can name an agent."""
-    return bool(SLUG.match(text)) and text not in RESERVED
-
-
 def agents_dir(ctx: AppContext) -> Path:
     """The account's agents folder."""
     return ctx.settings.accounts_dir / ctx.account.id / "agents"
-
-
-def _config(folder: Path) -> dict[str, Any]:
-    path = folder / "config.json"
-    try:
-        data = json.loads(path.read_text())
-    except FileNotFoundError:
-        return {}
-    except (OSError, ValueError) as err:
-        log.warning("[public] op=read-agent warn=unreadable path=%s error=%s", path, err)
-        return {}
-    return data if isinstance(data, dict) else {}
 
 
 def load_agent(ctx: AppContext, slug: str, *, must_exist: bool = True) -> Agent | None:
@@ -72,9 +51,9 @@ def load_agent(ctx: AppContext, slug: str, *, must_exist: bool = True) -> Agent 
     if not is_slug(slug):
         return None
     folder = agents_dir(ctx) / slug
-    if not folder.is_dir():
+    if folder.is_symlink() or not folder.is_dir():
         return None if must_exist else Agent(slug, slug)
-    config = _config(folder)
+    config = read_config(folder)
     name = config.get("displayName")
     description = config.get("description")
     return Agent(

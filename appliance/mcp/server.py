@@ -1,7 +1,9 @@
 """The stdio MCP server: list the tool table, forward calls to the engine over RPC.
 
 Every tool call, failed ones included, is then sent to the engine's ``audit.record`` (see
-:mod:`appliance.memory.audit`) before its result goes back to the agent.
+:mod:`appliance.memory.audit`) before its result goes back to the agent; a call of a durable
+tool (one that writes the graph) says so and names the node it produced, so the engine keeps it
+as a Task too.
 """
 
 from __future__ import annotations
@@ -77,10 +79,11 @@ def build_server(settings: Settings, environ: Mapping[str, str]) -> Server[Any]:
         ms: float,
     ) -> None:
         text = "".join(c.text for c in result.content if isinstance(c, types.TextContent))
-        request = {
+        arguments = params.arguments or {}
+        request: dict[str, Any] = {
             "caller": caller.to_wire(),
             "tool": params.name,
-            "input": params.arguments or {},
+            "input": arguments,
             "output": text,
             "isError": bool(result.is_error),
             "startedAt": started.isoformat(),
@@ -88,6 +91,11 @@ def build_server(settings: Settings, environ: Mapping[str, str]) -> Server[Any]:
             "ms": round(ms, 1),
             "sessionId": caller.session_id,
         }
+        tool = BY_NAME.get(params.name)
+        if tool is not None and tool.durable:
+            request["durable"] = True
+            if not result.is_error:
+                request["produced"] = tool.produced(arguments, result.structured_content)
         try:
             await auditor.call("audit.record", request)
         except Exception as err:  # the audit trail must never break a tool call

@@ -24,6 +24,25 @@ class Tool:
     meta: dict[str, Any] = field(default_factory=dict)
     # Arguments forwarded to the engine; anything else in the call is ignored.
     forwarded: tuple[str, ...] = ()
+    # A durable tool changes the graph; its calls are kept as Tasks that PRODUCED the node whose
+    # id its result holds under ``produces``, labelled ``produces_label`` (None: the call's own
+    # ``label`` argument).
+    produces: str | None = None
+    produces_label: str | None = None
+
+    @property
+    def durable(self) -> bool:
+        """True if a call of this tool creates or updates nodes."""
+        return self.produces is not None
+
+    def produced(self, arguments: dict[str, Any], result: Any) -> list[dict[str, str]]:
+        """The ``{label, id}`` of the node a successful call created or updated."""
+        if self.produces is None or not isinstance(result, dict):
+            return []
+        node_id, label = result.get(self.produces), self.produces_label or arguments.get("label")
+        if not isinstance(node_id, str) or not isinstance(label, str):
+            return []
+        return [{"label": label, "id": node_id}]
 
 
 def _object(properties: dict[str, Any], required: list[str]) -> dict[str, Any]:
@@ -126,6 +145,7 @@ TOOLS: tuple[Tool, ...] = (
             "scope",
             "agents",
         ),
+        produces="id",
     ),
     Tool(
         name="memory-report-write",
@@ -145,6 +165,8 @@ TOOLS: tuple[Tool, ...] = (
         ),
         meta=ALWAYS_LOAD,
         forwarded=("title", "body", "sourceWorkflow", "keywords"),
+        produces="id",
+        produces_label="Report",
     ),
     Tool(
         name="memory-report-read-latest",
@@ -213,6 +235,8 @@ TOOLS: tuple[Tool, ...] = (
         ),
         meta=ALWAYS_LOAD,
         forwarded=("title", "text", "attachmentId", "scope", "agents"),
+        produces="documentId",
+        produces_label="KnowledgeDocument",
     ),
     Tool(
         name="memory-reindex",

@@ -8,6 +8,10 @@ applies the same four guards to every node it returns, related nodes included:
 3. scope               ``n.scope IS NULL OR n.scope IN $scopes`` when scopes are restricted
 4. per-agent tag       ``$agent IN n.agents`` for a public agent
 
+Memory search adds a fifth for scope-restricted callers (:func:`records_hidden`): conversation
+records (``Conversation``, ``Message``, ``ToolCall``) are reached only through the session-bound
+conversation search, so one visitor never finds another visitor's words.
+
 The :class:`Caller` comes from the calling process's environment (ACCOUNT_ID, ALLOWED_SCOPES,
 AGENT_SLUG, SESSION_ID, KEYWORD_SUBSCRIPTIONS), never from tool parameters:
 :meth:`Caller.narrow` lets a parameter restrict scopes further but never widen them.
@@ -20,6 +24,8 @@ from dataclasses import dataclass
 from typing import Any
 
 SCOPES = ("public", "shared", "admin")
+# Labels of conversation records: found by the session-bound conversation search, not by search.
+RECORD_LABELS = ("Conversation", "Message", "ToolCall")
 
 
 class GuardError(ValueError):
@@ -107,6 +113,12 @@ def guard(var: str) -> str:
         f" AND ($scopes IS NULL OR {var}.scope IS NULL OR {var}.scope IN $scopes)"
         f" AND ($agent IS NULL OR $agent IN coalesce({var}.agents, [])))"
     )
+
+
+def records_hidden(var: str) -> str:
+    """Cypher predicate keeping conversation records from a scope-restricted memory search."""
+    labels = " OR ".join(f"{var}:{label}" for label in RECORD_LABELS)
+    return f"($scopes IS NULL OR NOT ({labels}))"
 
 
 def guard_after_search(var: str) -> str:

@@ -20,7 +20,7 @@ from typing import Any
 from appliance.memory.errors import EmbedError, GraphQueryFailed
 from appliance.memory.fusion import Mode, RankResult, rank
 from appliance.memory.graph import Graph
-from appliance.memory.guards import Caller, guard, guard_after_search
+from appliance.memory.guards import Caller, guard, guard_after_search, records_hidden
 from appliance.memory.hits import HIDDEN_PROPERTIES, Candidate, Related
 from appliance.memory.lucene import keyword_query
 
@@ -170,13 +170,13 @@ class Searcher:
                 cypher = _pooled(
                     f"CALL db.index.fulltext.queryNodes('{FULLTEXT_INDEX}', $q, {{limit: $k}}) "
                     "YIELD node AS n, score",
-                    guard("n"),
+                    f"({guard('n')} AND {records_hidden('n')})",
                 )
                 rows += await self._fill(cypher, {**scoped, "q": query}, want)
             # A node that lists the keyword in its `keywords` property matches fully (1.0).
             listed, _ = await self.graph.run(
                 "MATCH (n) WHERE n.accountId = $account AND $kw IN coalesce(n.keywords, []) "
-                f"AND {guard('n')} WITH n, 1.0 AS score LIMIT $want "
+                f"AND {guard('n')} AND {records_hidden('n')} WITH n, 1.0 AS score LIMIT $want "
                 f"RETURN collect({_NODE}) AS allowed",
                 {**scoped, "kw": keyword},
             )
@@ -217,7 +217,7 @@ class Searcher:
         ]
         cypher = _pooled(
             "CYPHER 25 CALL () { " + " UNION ALL ".join(branches) + " }",
-            guard_after_search("n"),
+            f"({guard_after_search('n')} AND {records_hidden('n')})",
         )
         params = {**caller.params(), "vector": vector, "boosts": boosts, "want": want}
         return await self._fill(cypher, params, want)
@@ -234,7 +234,7 @@ class Searcher:
         query = keyword_query(" ".join(text.split()[:MAX_QUERY_TERMS]))
         if query is None:
             return []
-        allowed = guard("n")
+        allowed = f"({guard('n')} AND {records_hidden('n')})"
         if labels is not None:
             allowed = f"({allowed} AND any(l IN labels(n) WHERE l IN $labels))"
         cypher = _pooled(
@@ -269,7 +269,7 @@ class Searcher:
             return
         rows, _ = await self.graph.run(
             "UNWIND $eids AS eid MATCH (r) WHERE elementId(r) = eid "
-            "CALL (r) { MATCH (r)-[rel]-(m) WHERE " + guard("m") + " "
+            f"CALL (r) {{ MATCH (r)-[rel]-(m) WHERE {guard('m')} AND {records_hidden('m')} "
             "RETURN coalesce(m.id, elementId(m)) AS id, labels(m) AS labels, type(rel) AS type, "
             "CASE WHEN startNode(rel) = r THEN 'out' ELSE 'in' END AS direction, "
             "m {.*, embedding: null} AS props LIMIT " + str(MAX_RELATED) + " } "

@@ -136,7 +136,7 @@ class SessionManager:
 
     async def spawn(self, request: SpawnRequest) -> Row:
         """Start a session and answer once its PID file is there."""
-        plan = self.spawner.plan(request)
+        plan = self.spawner.plan(request, await self.spawner.previous_context(request))
         session_id = plan.session_id
         if request.resume:
             existing = self.registry.rows.get(session_id)

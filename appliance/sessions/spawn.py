@@ -10,6 +10,12 @@ Two kinds of spawn:
   and ``--strict-mcp-config``, no built-in tools (``--tools ""``), an empty allow-list and a deny
   list covering the native tools and every MCP tool.
 
+An admin spawn also starts with what the memory graph holds for it: the engine's
+``context.previous`` block (``<previous-context>`` — latest review digest, open tasks, recent
+alerts; see :mod:`appliance.memory.context`) goes in ``--append-system-prompt``, ahead of any
+system prompt of the request. A public spawn never gets it. When the engine cannot answer, the
+session starts without it and ``[sessions] warn reason=context-unavailable`` is logged once.
+
 The initial message is the trailing argument (after ``--``), never typed into the PTY. The
 account's ``CLAUDE_CONFIG_DIR`` is seeded so the CLI never stops on a prompt nobody would answer:
 onboarding done, the API key approved, the bypass-mode warning and auto-mode offer seen, folder
@@ -20,6 +26,7 @@ bypass default mode.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import re
 import shutil
@@ -31,8 +38,13 @@ from pathlib import Path
 from typing import Any, Literal
 
 from appliance.config import PERMISSION_MODES, Settings
+from appliance.memory.guards import Caller
 from appliance.resources import external_environ
+from appliance.rpc.client import RpcClient
+from appliance.rpc.protocol import RpcError
 from appliance.sessions.errors import BadRequest, ClaudeNotFound
+
+log = logging.getLogger(__name__)
 
 Kind = Literal["admin", "public"]
 
@@ -61,6 +73,7 @@ DENIED_TOOLS = (
     "mcp__*",
 )
 PUBLIC_PERMISSION_MODE = "dontAsk"
+CONTEXT_TIMEOUT = 3.0  # seconds the engine gets to build <previous-context>; a spawn waits no more
 SEED_PERMISSION_MODE = "bypassPermissions"
 # Variables a parent Claude Code sets that would make the child think it is nested.
 _PARENT_VARIABLES = ("CLAUDECODE", "CLAUDE_CODE_ENTRYPOINT", "CLAUDE_CODE_SSE_PORT")
@@ -276,8 +289,29 @@ class Spawner:
             }
         }
 
-    def plan(self, request: SpawnRequest) -> Plan:
-        """Argv, environment, working directory and sidecar of one spawn."""
+    async def previous_context(self, request: SpawnRequest) -> str | None:
+        """The ``<previous-context>`` block for an admin spawn; None for public or on failure."""
+        if request.kind != "admin":
+            return None
+        engine = RpcClient(self.settings.engine_socket, timeout=CONTEXT_TIMEOUT)
+        caller = Caller(account_id=self.account_id).to_wire()
+        try:
+            answer = await engine.call("context.previous", {"caller": caller})
+        except RpcError as err:
+            log.warning(
+                "[sessions] warn reason=context-unavailable error=%s",
+                getattr(err, "code", None) or type(err).__name__,
+            )
+            return None
+        text = answer.get("text") if isinstance(answer, dict) else None
+        return text if isinstance(text, str) and text.strip() else None
+
+    def plan(self, request: SpawnRequest, context: str | None = None) -> Plan:
+        """Argv, environment, working directory and sidecar of one spawn.
+
+        ``context`` (the ``<previous-context>`` block) is appended to an admin session's system
+        prompt and ignored for a public one.
+        """
         claude = find_claude(self.settings.claude_bin, self.base_env)
         session_id = request.resume or str(uuid.uuid4())
         cwd = self.cwd_for(request)
@@ -303,8 +337,11 @@ class Spawner:
         argv += ["--permission-mode", mode]
         if model:
             argv += ["--model", model]
-        if request.system_prompt:
-            argv += ["--append-system-prompt", request.system_prompt]
+        appended = [request.system_prompt] if request.system_prompt else []
+        if context and request.kind == "admin":
+            appended.insert(0, context)
+        if appended:
+            argv += ["--append-system-prompt", "\n\n".join(appended)]
         if request.message:
             argv += ["--", request.message]
         sidecar = {

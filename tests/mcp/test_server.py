@@ -186,3 +186,57 @@ async def test_a_failed_audit_never_fails_the_call(maxy_env: Env, tmp_path: Path
         result = await call(server(maxy_env), "memory-search", {"query": "anything"}, errlog)
     assert result.is_error and "not available" in result.content[0].text
     assert "[audit] warn reason=record-failed tool=memory-search" in errors.read_text()
+
+
+async def test_durable_calls_become_tasks_that_produced_their_nodes(
+    engine: Env, neo4j_server: Neo4jServer
+) -> None:
+    session_id = f"s-tasks-{uuid.uuid4()}"
+    params = server(engine, SESSION_ID=session_id)
+    async with stdio_client(params) as (read, write), ClientSession(read, write) as s:
+        await s.initialize()
+        note = await s.call_tool(
+            "memory-write",
+            {"label": "Note", "properties": {"name": "gate code", "api_key": "sk-live-123456789"}},
+        )
+        report = await s.call_tool(
+            "memory-report-write", {"title": "Garden digest", "body": "Tomatoes ripening."}
+        )
+        document = await s.call_tool(
+            "memory-ingest",
+            {"title": "Manual", "text": "# Boiler\n\nServiced in October.", "attachmentId": "a-1"},
+        )
+        await s.call_tool("memory-search", {"query": "gate code"})
+    produced = {
+        ("Note", note.structured_content["id"]),
+        ("Report", report.structured_content["id"]),
+        ("KnowledgeDocument", document.structured_content["documentId"]),
+    }
+    graph = Graph(neo4j_server.uri, "neo4j", neo4j_server.password)
+    try:
+        # "What tools ran in the last session?" — one hop from its Conversation.
+        calls, _ = await graph.run(
+            "MATCH (c:Conversation {accountId: $a, sessionId: $s})-[:HAS_TOOL_CALL]->(t:ToolCall) "
+            "OPTIONAL MATCH (t)-[:PERFORMED]->(k:Task)-[:PRODUCED]->(n) "
+            "RETURN t.tool AS tool, k.status AS status, k.sessionId AS session, "
+            "labels(n)[0] AS label, n.id AS id, t.input AS asked, k.name AS task "
+            "ORDER BY t.startedAt",
+            {"a": engine.account_id, "s": session_id},
+        )
+    finally:
+        await graph.close()
+    assert [c["tool"] for c in calls] == [
+        "memory-write",
+        "memory-report-write",
+        "memory-ingest",
+        "memory-search",
+    ]
+    assert {(c["label"], c["id"]) for c in calls[:3]} == produced
+    assert all(c["status"] == "completed" and c["session"] == session_id for c in calls[:3])
+    assert calls[3]["status"] is None  # a search changes nothing: no Task
+    assert "sk-live" not in calls[0]["asked"] and "[redacted]" in calls[0]["asked"]
+    assert [c["task"] for c in calls[:3]] == [
+        "memory-write: Note",
+        "memory-report-write",
+        "memory-ingest",
+    ]

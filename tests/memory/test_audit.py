@@ -170,3 +170,142 @@ async def test_an_invalid_call_is_refused(memory: Memory) -> None:
         await record(memory, tool="")
     with pytest.raises(WriteRejected):
         await record(memory, ms=-1)
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855",  # sha-256 hex
+        "ghp_Zq8sN2vR7tY4uW1xK9mL3pJ6hG5fD0aS2bC7",  # a GitHub-style token
+        "AKIAIOSFODNN7EXAMPLE/wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY",  # AWS-style
+        "dGhpcyBpcyBhIHNlY3JldCBrZXkgMTIzNDU2Nzg5MA==",  # base64
+    ],
+)
+def test_text_that_looks_like_a_key_is_redacted(value: str) -> None:
+    assert redact({"note": f"use {value} today"}) == {"note": f"use {REDACTED} today"}
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        "123e4567-e89b-12d3-a456-426614174000",  # an id
+        "/home/owner/Documents/garden/tomatoes-2025.md",  # a path
+        "memory_report_read_latest_with_keywords",  # an identifier
+        "https://example.com/recipes/chocolate-cake-with-raspberries",
+    ],
+)
+def test_ids_paths_and_words_are_kept(value: str) -> None:
+    assert redact({"note": value}) == {"note": value}
+
+
+async def durable(memory: Memory, caller: Caller, **changes: Any) -> dict[str, Any]:
+    """Write a Note as memory-write would, then audit the call as the MCP server does."""
+    arguments = {
+        "label": "Note",
+        "properties": {"name": "wifi", "password": "hunter2-wifi", "note": "sk-ant-0123456789ab"},
+    }
+    from appliance.memory.write import WriteRequest
+
+    written = await memory.writer.write(caller, WriteRequest("Note", arguments["properties"]))
+    fields: dict[str, Any] = {
+        "tool": "memory-write",
+        "tool_input": arguments,
+        "tool_output": json.dumps(written),
+        "durable": True,
+        "produced": [{"label": "Note", "id": written["id"]}],
+        "embed": memory.writer.embed,
+        "model_name": memory.writer.model_name,
+        **changes,
+    }
+    return {**(await record(memory, caller, **fields)), "written": written["id"]}
+
+
+async def test_a_durable_call_is_a_task_that_produced_the_node(memory: Memory) -> None:
+    caller = memory.other(session_id="s-task")
+    result = await durable(memory, caller)
+    rows, _ = await memory.graph.run(
+        "MATCH (c:Conversation {accountId: $a, sessionId: 's-task'})-[:HAS_TOOL_CALL]->"
+        "(t:ToolCall)-[:PERFORMED]->(k:Task)-[:PRODUCED]->(n:Note) "
+        "WHERE (c)-[:HAS_TASK]->(k) "
+        "RETURN t.id AS call, k {.*, embedding: k.embedding IS NOT NULL} AS task, n.id AS node",
+        {"a": memory.caller.account_id},
+    )
+    assert len(rows) == 1
+    row = rows[0]
+    assert row["call"] == result["id"] and row["node"] == result["written"]
+    task = row["task"]
+    assert task["id"] == result["taskId"] and result["produced"] == [result["written"]]
+    assert task["accountId"] == memory.caller.account_id
+    assert task["name"] == "memory-write: Note"
+    assert task["status"] == "completed" and task["tool"] == "memory-write"
+    assert task["sessionId"] == "s-task" and task["source"] == "audit"
+    assert task["createdAt"] and task["completedAt"]
+    assert task["embedding"] is True and task["embeddingModel"] == memory.writer.model_name
+    assert "description" not in task  # the request stays on the ToolCall, redacted
+
+
+async def test_an_audited_task_is_fresh_for_reindex(memory: Memory) -> None:
+    from appliance.memory.reindex import reindex
+
+    await durable(memory, memory.other(session_id="s-fresh"))
+    done = await reindex(
+        memory.graph,
+        memory.caller,
+        memory.writer.embed,
+        memory.writer.model_name,
+        labels=["Task"],
+        dry_run=True,
+    )
+    assert (done["total"], done["stale"]) == (1, 0)
+
+
+async def test_a_failed_durable_call_is_a_failed_task_that_produced_nothing(
+    memory: Memory,
+) -> None:
+    result = await durable(memory, memory.other(session_id="s-failed"), is_error=True)
+    rows, _ = await memory.graph.run(
+        "MATCH (k:Task {id: $id}) RETURN k.status AS status, "
+        "COUNT { (k)-[:PRODUCED]->() } AS produced",
+        {"id": result["taskId"]},
+    )
+    assert rows == [{"status": "failed", "produced": 0}]
+
+
+async def test_a_read_only_call_makes_no_task(memory: Memory) -> None:
+    result = await record(memory, session_id="s-read")
+    assert result["taskId"] is None
+    rows, _ = await memory.graph.run(
+        "MATCH (t:ToolCall {id: $id}) RETURN COUNT { (t)-[:PERFORMED]->() } AS tasks",
+        {"id": result["id"]},
+    )
+    assert rows == [{"tasks": 0}]
+
+
+async def test_a_task_never_claims_another_accounts_node(memory: Memory) -> None:
+    stranger = f"{memory.caller.account_id}-other-{uuid.uuid4()}"
+    await memory.graph.run(
+        "CREATE (:Note {id: 'foreign-note', accountId: $a, name: 'not yours'})", {"a": stranger}
+    )
+    result = await durable(
+        memory, memory.caller, produced=[{"label": "Note", "id": "foreign-note"}]
+    )
+    assert result["produced"] == []
+    rows, _ = await memory.graph.run(
+        "MATCH (:Task {id: $id})-[:PRODUCED]->(n) RETURN n.id AS id", {"id": result["taskId"]}
+    )
+    assert rows == []
+    await memory.graph.run("MATCH (n:Note {id: 'foreign-note'}) DETACH DELETE n")
+
+
+@pytest.mark.parametrize(
+    "produced",
+    [
+        [{"label": "ToolCall", "id": "x"}],
+        [{"label": "Note) DETACH DELETE (n", "id": "x"}],
+        [{"label": "Note"}],
+        "Note",
+    ],
+)
+async def test_a_malformed_produced_list_is_refused(memory: Memory, produced: Any) -> None:
+    with pytest.raises(WriteRejected):
+        await record(memory, session_id="s-bad", durable=True, produced=produced)

@@ -10,6 +10,7 @@ import pytest
 from appliance.memory.conversations import conversation_search, record_message
 from appliance.memory.errors import ModelLoadFailed, WriteRejected
 from appliance.memory.guards import Caller
+from appliance.memory.search import SearchRequest
 from tests.memory.conftest import Memory
 
 pytestmark = pytest.mark.anyio
@@ -201,3 +202,20 @@ async def test_a_public_agent_sees_only_its_own_conversations(memory: Memory) ->
     assert [h["sessionId"] for h in await search(memory, "birthday", caller=bot)] == ["b-1"]
     admin = {h["sessionId"] for h in await search(memory, "birthday")}
     assert admin == {"b-1", "g-1"}
+
+
+async def test_memory_search_never_shows_a_visitor_another_visitors_words(memory: Memory) -> None:
+    """Conversation records reach a public caller only through its own session's search."""
+    visitor = memory.other(scopes=("public",), agent="concierge", session_id="visitor-1")
+    other = memory.other(scopes=("public",), agent="concierge", session_id="visitor-2")
+    await say(memory, "visitor-1", PLUMBER, caller=visitor, agent_slug="concierge", scope="public")
+    await say(memory, "visitor-2", TYRES, caller=other, agent_slug="concierge", scope="public")
+
+    for caller in (visitor, other, memory.other(scopes=("public",), agent="concierge")):
+        found = await memory.searcher.search(caller, SearchRequest(query="plumber kitchen tap"))
+        labels = {label for hit in found.results for label in hit.labels}
+        assert not labels & {"Conversation", "Message", "ToolCall"}, caller
+    owner = await memory.searcher.search(memory.caller, SearchRequest(query="plumber kitchen tap"))
+    assert any("Message" in hit.labels for hit in owner.results)
+    assert [hit["text"] for hit in await search(memory, "kitchen tap", visitor)] == [PLUMBER]
+    assert PLUMBER not in {hit["text"] for hit in await search(memory, "kitchen tap", other)}

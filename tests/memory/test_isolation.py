@@ -13,6 +13,7 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
@@ -212,6 +213,8 @@ async def _vector(vectors: dict[str, list[float]], text: str) -> list[float]:
     return vectors.get(key) or vectors[key.split()[0]]
 
 
+# 4,000 Neo4j searches: minutes on a loaded two-core machine, past the suite's default timeout.
+@pytest.mark.timeout(1200)
 @settings(
     max_examples=40,
     deadline=None,

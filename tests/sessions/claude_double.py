@@ -7,6 +7,17 @@ ends turns with a ``stop_reason``, removes its PID file when it exits cleanly, a
 typed into its terminal (one line a turn; ``/exit`` quits; ``!flood N`` prints N bytes and
 ``!size`` prints the terminal size, for the terminal bridge's tests).
 
+MCP, like the real CLI: ``--mcp-config`` (JSON text or a file, repeatable) names stdio servers;
+the double starts one (with the CLI's environment plus the server's ``env``) the first time a
+prompt needs a tool it lists, speaks MCP's JSON-RPC over its stdin/stdout (``initialize``,
+``notifications/initialized``, ``tools/list``, ``tools/call``) and stops it at exit. A prompt asks
+for a tool in plain words: "search memory for X" calls ``memory-search {query: X}``,
+"remember X" calls ``memory-write {label: Note, properties: {name: X}}``. Each call is written to
+the transcript as the real CLI writes it: an assistant ``tool_use`` block named
+``mcp__<server>__<tool>`` (stop_reason ``tool_use``), then a user entry with the matching
+``tool_result`` (and ``toolUseResult``), then the final assistant reply. The server's stderr goes
+to ``$CLAUDE_CONFIG_DIR/debug/mcp-<server>-<sessionId>.log``.
+
 Behaviour is set by environment variables ``CLAUDE_DOUBLE_<KEY>`` and, per spawn, by a directive
 in the initial prompt, ``[double key=value …]``, which wins. Keys:
 
@@ -33,6 +44,7 @@ import os
 import re
 import select
 import signal
+import subprocess
 import sys
 import time
 import uuid
@@ -45,6 +57,131 @@ VERSION = "2.1.328-double"
 SINGLE = {"--session-id", "--resume", "--permission-mode", "--model", "--append-system-prompt"}
 VARIADIC = {"--mcp-config", "--add-dir", "--allowedTools", "--disallowedTools", "--tools"}
 DIRECTIVE = re.compile(r"\[double ([^\]]*)\]")
+MCP_PROTOCOL = "2025-06-18"
+MCP_TIMEOUT = 60.0  # seconds for one MCP answer (a first `maxy mcp` imports a lot)
+TRIGGERS = (
+    (re.compile(r"\bsearch memory for (.+?)(?:[.?!]|$)", re.IGNORECASE), "memory-search"),
+    (re.compile(r"\bremember (?:that )?(.+?)(?:[.!]|$)", re.IGNORECASE), "memory-write"),
+)
+
+
+def tool_requests(prompt: str) -> list[tuple[str, dict[str, Any]]]:
+    """The MCP tool calls a prompt asks for, in the order it asks."""
+    found: list[tuple[int, str, dict[str, Any]]] = []
+    for pattern, tool in TRIGGERS:
+        for match in pattern.finditer(DIRECTIVE.sub("", prompt)):
+            text = match.group(1).strip()
+            if tool == "memory-search":
+                arguments: dict[str, Any] = {"query": text}
+            else:
+                arguments = {"label": "Note", "properties": {"name": text}}
+            found.append((match.start(), tool, arguments))
+    return [(tool, arguments) for _, tool, arguments in sorted(found, key=lambda f: f[0])]
+
+
+class McpError(Exception):
+    """An MCP server failed to start or to answer."""
+
+
+class McpServer:
+    """One stdio MCP server, spoken to in newline-delimited JSON-RPC."""
+
+    def __init__(self, name: str, config: dict[str, Any], cwd: str, log: Path) -> None:
+        self.name = name
+        env = dict(os.environ)
+        env.update({str(k): str(v) for k, v in (config.get("env") or {}).items()})
+        log.parent.mkdir(parents=True, exist_ok=True)
+        self.log = log.open("ab")
+        self.proc = subprocess.Popen(
+            [config["command"], *[str(a) for a in config.get("args") or []]],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=self.log,
+            env=env,
+            cwd=cwd,
+        )
+        self.buffer = b""
+        self.ids = 0
+        self.request(
+            "initialize",
+            {
+                "protocolVersion": MCP_PROTOCOL,
+                "capabilities": {},
+                "clientInfo": {"name": "claude-code", "version": VERSION},
+            },
+        )
+        self.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+        self.tools = {tool["name"] for tool in self.request("tools/list", {}).get("tools", [])}
+
+    def send(self, message: dict[str, Any]) -> None:
+        assert self.proc.stdin is not None
+        try:
+            self.proc.stdin.write((json.dumps(message) + "\n").encode())
+            self.proc.stdin.flush()
+        except OSError as err:
+            raise McpError(f"MCP server {self.name} is gone: {err}") from err
+
+    def receive(self, deadline: float) -> dict[str, Any]:
+        assert self.proc.stdout is not None
+        fd = self.proc.stdout.fileno()
+        while b"\n" not in self.buffer:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise McpError(f"MCP server {self.name} did not answer")
+            ready, _, _ = select.select([fd], [], [], left)
+            if ready:
+                chunk = os.read(fd, 65536)
+                if not chunk:
+                    raise McpError(f"MCP server {self.name} exited")
+                self.buffer += chunk
+        line, self.buffer = self.buffer.split(b"\n", 1)
+        message: dict[str, Any] = json.loads(line)
+        return message
+
+    def request(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        self.ids += 1
+        self.send({"jsonrpc": "2.0", "id": self.ids, "method": method, "params": params})
+        deadline = time.monotonic() + MCP_TIMEOUT
+        while True:
+            message = self.receive(deadline)
+            if "method" in message:  # a notification, or a request of the server's own
+                if "id" in message:
+                    self.send({"jsonrpc": "2.0", "id": message["id"], "result": {}})
+                continue
+            if message.get("id") != self.ids:
+                continue
+            if "error" in message:
+                raise McpError(f"{method}: {message['error'].get('message')}")
+            result: dict[str, Any] = message.get("result") or {}
+            return result
+
+    def close(self) -> None:
+        """Close its stdin (a stdio server's signal to stop), then terminate it if it lingers."""
+        try:
+            if self.proc.stdin is not None:
+                self.proc.stdin.close()
+        except OSError:
+            pass
+        for stop in (None, self.proc.terminate, self.proc.kill):
+            if stop is not None:
+                stop()
+            try:
+                self.proc.wait(0.5)
+                break
+            except subprocess.TimeoutExpired:
+                continue
+        self.log.close()
+
+
+def mcp_servers(values: list[str]) -> dict[str, dict[str, Any]]:
+    """The stdio servers of every ``--mcp-config`` value (JSON text or a file holding it)."""
+    servers: dict[str, dict[str, Any]] = {}
+    for value in values:
+        text = value if value.lstrip().startswith("{") else Path(value).read_text()
+        for name, config in (json.loads(text).get("mcpServers") or {}).items():
+            if config.get("type", "stdio") == "stdio" and config.get("command"):
+                servers[name] = config
+    return servers
 
 
 def parse_argv(argv: list[str]) -> tuple[dict[str, list[str]], dict[str, bool], str | None]:
@@ -108,6 +245,9 @@ class Double:
         self.pid_file = self.config / "sessions" / f"{os.getpid()}.json"
         self.status = "idle"
         self.parent: str | None = None
+        self.mcp_config = mcp_servers(self.options.get("--mcp-config") or [])
+        self.mcp: dict[str, McpServer] = {}
+        self.tool_ids = 0
         self.turns = 0
         self.started = now_ms()
 
@@ -193,6 +333,9 @@ class Double:
             time.sleep(0.5)
         reason = self.get("stop_reason", "end_turn")
         model = (self.options.get("--model") or ["claude-double"])[0]
+        if reason == "end_turn":
+            for tool, arguments in tool_requests(prompt):
+                self.use_tool(model, tool, arguments)
         if reason == "tool_use":
             content: list[dict[str, Any]] = [
                 {"type": "tool_use", "id": "toolu_1", "name": "Read", "input": {}}
@@ -219,7 +362,55 @@ class Double:
         if self.get("exit_after_turn") == "1":
             self.exit(0)
 
+    def server_for(self, tool: str) -> McpServer | None:
+        """The running server that lists ``tool``, starting configured ones as needed."""
+        for server in self.mcp.values():
+            if tool in server.tools:
+                return server
+        for name, config in self.mcp_config.items():
+            if name in self.mcp:
+                continue
+            log = self.config / "debug" / f"mcp-{name}-{self.session_id}.log"
+            try:
+                self.mcp[name] = McpServer(name, config, self.cwd, log)
+            except (McpError, OSError, ValueError) as err:
+                out(f"MCP server {name} failed: {err}\r\n")
+                continue
+            if tool in self.mcp[name].tools:
+                return self.mcp[name]
+        return None
+
+    def use_tool(self, model: str, tool: str, arguments: dict[str, Any]) -> None:
+        """Call one MCP tool and write its tool_use and tool_result, as the real CLI does."""
+        server = self.server_for(tool)
+        if server is None:
+            return
+        self.tool_ids += 1
+        use_id = f"toolu_double_{self.tool_ids:04d}_{uuid.uuid4().hex[:8]}"
+        name = f"mcp__{server.name}__{tool}"
+        self.message(
+            "assistant",
+            {
+                "role": "assistant",
+                "model": model,
+                "content": [{"type": "tool_use", "id": use_id, "name": name, "input": arguments}],
+                "stop_reason": "tool_use",
+            },
+        )
+        out(f"  {name}({json.dumps(arguments)})\r\n")
+        try:
+            result = server.request("tools/call", {"name": tool, "arguments": arguments})
+        except McpError as err:
+            result = {"content": [{"type": "text", "text": str(err)}], "isError": True}
+        content = [c for c in result.get("content") or [] if c.get("type") == "text"]
+        block: dict[str, Any] = {"type": "tool_result", "tool_use_id": use_id, "content": content}
+        if result.get("isError"):
+            block["is_error"] = True
+        self.message("user", {"role": "user", "content": [block]}, toolUseResult=content)
+
     def exit(self, code: int) -> None:
+        for server in self.mcp.values():
+            server.close()
         self.remove_pid_file()
         os._exit(code)
 

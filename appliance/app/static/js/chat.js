@@ -1,7 +1,8 @@
 // The chat pane of the Sessions page: the selected session's transcript (re-read whenever its
-// row changes) or its terminal (terminal.js), Stop and Download, and the composer, which types
-// into the selected session or, after "+", starts a new one. The rows come from sessions.js.
-// Plain ES5-style JS, no build step.
+// row changes) as chat bubbles, each tool call collapsed into a <details> holding its input and
+// result, or its terminal (terminal.js), Stop and Download, and the composer, which types into
+// the selected session or, after "+", starts a new one. The rows come from sessions.js.
+// Plain ES5-style JS, no build step; transcript text only ever reaches the page as textContent.
 (function () {
   "use strict";
 
@@ -50,6 +51,10 @@
     return response.json().catch(function () { return {}; });
   }
 
+  var TOOL_INPUT_CHARS = 2000;   // what a collapsed tool call shows; the download has it all
+  var TOOL_RESULT_CHARS = 4000;
+  var openTools = {};  // tool_use ids whose details the owner opened, kept across re-renders
+
   function textOf(content) {
     if (typeof content === "string") return content;
     if (!Array.isArray(content)) return "";
@@ -59,23 +64,121 @@
       .join("\n");
   }
 
+  function resultText(content) {
+    if (typeof content === "string") return content;
+    if (!Array.isArray(content)) return "";
+    return content.map(function (block) {
+      if (block && block.type === "text" && typeof block.text === "string") return block.text;
+      return block && block.type ? "[" + block.type + "]" : "";
+    }).join("\n");
+  }
+
+  function cut(text, limit) {
+    if (text.length <= limit) return text;
+    return text.slice(0, limit) + "\n… (" + (text.length - limit) + " more characters)";
+  }
+
+  function inputText(input) {
+    if (input === undefined || input === null) return "";
+    if (typeof input === "string") return input;
+    try { return JSON.stringify(input, null, 2); } catch (err) { return String(input); }
+  }
+
+  // mcp__<server>__<tool> is how the CLI names an MCP server's tool.
+  function shortName(name) {
+    var parts = String(name || "tool").split("__");
+    return parts.length >= 3 && parts[0] === "mcp" ? parts.slice(2).join("__") : String(name || "tool");
+  }
+
+  // Turns in transcript order: text bubbles of either side, and each tool_use of the assistant
+  // as one tool turn that the matching tool_result (a later user entry) completes.
   function turnsOf(ndjson) {
     var turns = [];
+    var tools = {};
     ndjson.split("\n").forEach(function (line) {
       if (!line.trim()) return;
       var entry;
       try { entry = JSON.parse(line); } catch (err) { return; }
       if ((entry.type !== "user" && entry.type !== "assistant") || !entry.message || entry.isMeta) return;
-      var text = textOf(entry.message.content);
+      var content = entry.message.content;
+      var text = textOf(content);
       if (text.trim()) turns.push({ role: entry.type, text: text });
+      if (!Array.isArray(content)) return;
+      content.forEach(function (block) {
+        if (!block) return;
+        if (entry.type === "assistant" && block.type === "tool_use") {
+          var tool = { role: "tool", id: String(block.id || ""), name: String(block.name || "tool"),
+                       input: inputText(block.input), result: null, isError: false };
+          turns.push(tool);
+          if (tool.id) tools[tool.id] = tool;
+        } else if (entry.type === "user" && block.type === "tool_result") {
+          var used = tools[String(block.tool_use_id || "")];
+          if (!used) return;
+          used.result = resultText(block.content);
+          used.isError = block.is_error === true;
+        }
+      });
     });
     return turns;
+  }
+
+  function toolSection(label, text, className) {
+    var section = document.createElement("div");
+    section.className = "tool-section";
+    var heading = document.createElement("div");
+    heading.className = "tool-label";
+    heading.textContent = label;
+    var pre = document.createElement("pre");
+    pre.className = className;
+    pre.textContent = text;
+    section.appendChild(heading);
+    section.appendChild(pre);
+    return section;
+  }
+
+  function toolTurn(turn) {
+    var li = document.createElement("li");
+    var state = turn.result === null ? "running" : turn.isError ? "error" : "done";
+    li.className = "turn turn-tool";
+    li.setAttribute("data-role", "tool");
+    li.setAttribute("data-tool", shortName(turn.name));
+    li.setAttribute("data-state", state);
+    var details = document.createElement("details");
+    details.className = "tool-call";
+    if (turn.id && openTools[turn.id]) details.open = true;
+    details.addEventListener("toggle", function () {
+      if (!turn.id) return;
+      if (details.open) openTools[turn.id] = true;
+      else delete openTools[turn.id];
+    });
+    var summary = document.createElement("summary");
+    summary.title = turn.name;
+    var name = document.createElement("span");
+    name.className = "tool-name";
+    name.textContent = shortName(turn.name);
+    var badge = document.createElement("span");
+    badge.className = "tool-state";
+    badge.textContent = state === "running" ? "running…" : state === "error" ? "failed" : "done";
+    summary.appendChild(name);
+    summary.appendChild(badge);
+    details.appendChild(summary);
+    details.appendChild(toolSection("Input", cut(turn.input, TOOL_INPUT_CHARS) || "(none)", "tool-input"));
+    if (turn.result !== null) {
+      details.appendChild(toolSection(turn.isError ? "Error" : "Result",
+        cut(turn.result, TOOL_RESULT_CHARS) || "(empty)", "tool-result"));
+    }
+    li.appendChild(details);
+    return li;
   }
 
   function showTurns(turns, status) {
     var atEnd = chat.log.scrollHeight - chat.log.scrollTop - chat.log.clientHeight < 40;
     chat.turns.textContent = "";
     turns.forEach(function (turn) {
+      if (turn.role === "tool") {
+        chat.turns.appendChild(toolTurn(turn));
+        return;
+      }
       var li = document.createElement("li");
       li.className = "turn turn-" + turn.role;
       li.setAttribute("data-role", turn.role);

@@ -1,0 +1,187 @@
+"""Admin sessions against a real engine: the <previous-context> block at spawn, and the MCP tool
+calls the `claude` double makes through `maxy mcp`, kept in the graph as ToolCall and Task nodes.
+
+One engine and one manager (running the double) share an account and a runtime directory, as
+on the device; the double records its argv, so the tests read what each spawn was given.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import shutil
+import tempfile
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from appliance.accounts import create_account
+from appliance.memory.graph import Graph
+from appliance.memory.guards import Caller
+from appliance.rpc.client import RpcClient
+from appliance.rpc.protocol import RpcError
+from tests.conftest import Neo4jServer, Process, maxy, wait_until
+from tests.sessions.conftest import Manager, manager_env, wait_for_health
+from tests.sessions.test_spawn import option
+
+pytestmark = pytest.mark.timeout(240)
+
+WARNING = "[sessions] warn reason=context-unavailable"
+
+
+@dataclass
+class Stack:
+    manager: Manager
+    engine: Process
+    record: Path
+    logs: Path
+
+    def rpc(self, method: str, params: dict[str, Any]) -> Any:
+        caller = Caller(account_id=self.manager.account_id).to_wire()
+        client = RpcClient(self.manager.runtime_dir / "engine.sock", timeout=30)
+        return asyncio.run(client.call(method, {**params, "caller": caller}))
+
+    def argv(self, session_id: str) -> list[str]:
+        seen: list[str] = json.loads((self.record / f"{session_id}.json").read_text())["argv"]
+        return seen
+
+
+def engine_up(stack: Stack) -> bool:
+    try:
+        return bool(stack.rpc("health", {})["ok"])
+    except RpcError:
+        return False
+
+
+@pytest.fixture(scope="module")
+def stack(neo4j_server: Neo4jServer, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
+    root = tmp_path_factory.mktemp("admin-memory")
+    data = root / "data"
+    runtime = Path(tempfile.mkdtemp(prefix="maxy-adm-", dir="/tmp"))
+    account = create_account(data / "accounts", "Memory Owner")
+    record = root / "record"
+    extra = {
+        "MAXY_NEO4J_URI": neo4j_server.uri,
+        "MAXY_NEO4J_PASSWORD_FILE": str(neo4j_server.password_file),
+        "CLAUDE_DOUBLE_RECORD": str(record),
+    }
+    env = manager_env(data, runtime, account.id, extra, {})
+    engine = Process(maxy("engine"), env, root / "engine.log")
+    manager = Manager(
+        Process(maxy("manager"), env, root / "manager.log"), env, data, runtime, account.id
+    )
+    running = Stack(manager, engine, record, root)
+    try:
+        wait_until(lambda: engine_up(running), 120, f"the engine\n{engine.output()}")
+        wait_for_health(manager)
+        yield running
+    finally:
+        manager.shutdown()
+        engine.stop()
+        shutil.rmtree(runtime, ignore_errors=True)
+
+
+def transcript(manager: Manager, session_id: str) -> list[dict[str, Any]]:
+    response = manager.request("GET", f"/{session_id}/log")
+    assert response.status_code == 200, response.text
+    return [json.loads(line) for line in response.text.splitlines() if line.strip()]
+
+
+def blocks(entries: list[dict[str, Any]], kind: str) -> list[dict[str, Any]]:
+    found = []
+    for entry in entries:
+        content = (entry.get("message") or {}).get("content")
+        if isinstance(content, list):
+            found += [b for b in content if isinstance(b, dict) and b.get("type") == kind]
+    return found
+
+
+def test_admin_spawns_start_with_the_previous_context_and_public_ones_never(
+    stack: Stack,
+) -> None:
+    stack.rpc(
+        "write",
+        {"label": "Task", "properties": {"name": "Renew the car insurance", "priority": "high"}},
+    )
+    stack.rpc(
+        "write",
+        {"label": "ReviewAlert", "properties": {"title": "Backup failed", "severity": "critical"}},
+    )
+    admin = stack.manager.spawn("good morning", systemPrompt="Be brief.")
+    [appended] = option(stack.argv(admin["id"]), "--append-system-prompt")
+    assert appended.startswith("<previous-context>\n")
+    context, _, own = appended.partition("</previous-context>")
+    assert "- [high] Renew the car insurance" in context
+    assert "- [critical] Backup failed" in context
+    assert own == "\n\nBe brief."  # the request's own system prompt comes after the block
+
+    public = stack.manager.spawn("hello", kind="public", systemPrompt="Be kind.")
+    argv = stack.argv(public["id"])
+    assert option(argv, "--append-system-prompt") == ["Be kind."]
+    assert not any("previous-context" in arg or "car insurance" in arg for arg in argv)
+    stack.manager.stop_all()
+
+
+def test_the_doubles_tool_calls_are_audited_on_its_conversation(
+    stack: Stack, neo4j_server: Neo4jServer
+) -> None:
+    manager = stack.manager
+    row = manager.spawn("Please remember the gate code is 4711. Then search memory for gate code.")
+    session_id = row["id"]
+    manager.wait_row(session_id, lambda r: r["status"] == "idle" and r["lines"] >= 8, 90)
+    entries = transcript(manager, session_id)
+    uses, results = blocks(entries, "tool_use"), blocks(entries, "tool_result")
+    assert [u["name"] for u in uses] == ["mcp__maxy__memory-write", "mcp__maxy__memory-search"]
+    assert uses[0]["input"] == {"label": "Note", "properties": {"name": "the gate code is 4711"}}
+    assert [r["tool_use_id"] for r in results] == [u["id"] for u in uses]
+    assert not any(r.get("is_error") for r in results), results
+    found = results[1]["content"][0]["text"]
+    assert "[Note]" in found and "name: the gate code is 4711" in found
+    final = [e for e in entries if e["type"] == "assistant"][-1]["message"]
+    assert final["stop_reason"] == "end_turn"
+
+    async def audited() -> list[dict[str, Any]]:
+        graph = Graph(neo4j_server.uri, "neo4j", neo4j_server.password)
+        try:
+            rows, _ = await graph.run(
+                "MATCH (c:Conversation {accountId: $a, sessionId: $s})-[:HAS_TOOL_CALL]->"
+                "(t:ToolCall) OPTIONAL MATCH (t)-[:PERFORMED]->(k:Task)-[:PRODUCED]->(n:Note) "
+                "RETURN t {.tool, .plugin, .input, .output, .isError, .sessionId, .accountId, "
+                ".startedAt, .endedAt} AS call, k.status AS task, n.name AS produced "
+                "ORDER BY t.startedAt",
+                {"a": manager.account_id, "s": session_id},
+            )
+            return rows
+        finally:
+            await graph.close()
+
+    rows = asyncio.run(audited())
+    assert [(r["call"]["tool"], r["task"], r["produced"]) for r in rows] == [
+        ("memory-write", "completed", "the gate code is 4711"),
+        ("memory-search", None, None),
+    ]
+    for row_ in rows:
+        call = row_["call"]
+        assert call["plugin"] == "maxy-memory" and call["isError"] is False
+        assert call["sessionId"] == session_id and call["accountId"] == manager.account_id
+        assert call["startedAt"] <= call["endedAt"]
+    assert "gate code" in rows[1]["call"]["input"] and "4711" in rows[1]["call"]["output"]
+    manager.stop_all()
+
+
+def test_an_unreachable_engine_costs_one_warning_not_the_session(stack: Stack) -> None:
+    log = stack.manager.process.log
+    before = log.read_text().count(WARNING)
+    stack.engine.stop()
+    try:
+        row = stack.manager.spawn("hello without memory")
+        assert row["state"] == "live"
+        assert "--append-system-prompt" not in stack.argv(row["id"])
+        wait_until(lambda: log.read_text().count(WARNING) == before + 1, 10, "the warning")
+        stack.manager.spawn("hello again", kind="public")
+        assert log.read_text().count(WARNING) == before + 1  # public spawns never ask
+    finally:
+        stack.manager.stop_all()
