@@ -11,9 +11,12 @@
     maxy doctor                   check the environment and say what to fix
     maxy version                  version, git revision, build date
     maxy account create|list      accounts under <data_dir>/accounts
-    maxy neo4j start|stop|status  the development Neo4j instance
+    maxy neo4j run|start|stop|status  Neo4j: in the foreground (systemd) or the background
+    maxy firstboot                first boot of a card: grow data, keys, account from the preset
     maxy tunnel login|create|route|status|remove   remote access through cloudflared
+    maxy ota apply|commit|status  signed A/B updates of the card
     maxy sites publish FOLDER     publish a folder under /sites, print its LAN and public URLs
+    maxy agents knowledge SLUG    regenerate an agent's KNOWLEDGE.md from the memory graph
 
 Every command reads the settings once, here, and passes them down.
 """
@@ -36,11 +39,13 @@ from appliance.accounts import (
     list_accounts,
     validate_account_id,
 )
+from appliance.agents import knowledge as agent_knowledge
 from appliance.app import publish
 from appliance.config import Settings, SettingsError, load_settings, settings_table
 from appliance.graphdb.errors import Neo4jSetupError
 from appliance.memory import commands as memory_commands
 from appliance.memory.errors import EngineError
+from appliance.ota import commands as ota_commands
 from appliance.ports import PortInUse
 from appliance.rpc.protocol import RpcError
 from appliance.tunnel import commands as tunnel_commands
@@ -109,9 +114,12 @@ def cmd_engine(settings: Settings, args: argparse.Namespace) -> int:
     from appliance.memory.graph import Graph
     from appliance.memory.schema import rebuild_vector_indexes
     from appliance.memory.service import Engine, read_password
+    from appliance.systemd import Notifier
 
     _require_account(settings)
     account = validate_account_id(settings.accounts_dir, settings.account_id)
+    notifier = Notifier.from_environ(os.environ)
+    notifier.status(f"loading the embedding model {settings.embed_model_path.name}")
     embedder = Embedder(
         settings.embed_model_path,
         max_chars=settings.embed_max_chars,
@@ -133,7 +141,7 @@ def cmd_engine(settings: Settings, args: argparse.Namespace) -> int:
             if not cleared:
                 print(f"every vector index already has {embedder.dimension} dimensions")
             return 0
-        asyncio.run(Engine(settings, account, embedder).run())
+        asyncio.run(Engine(settings, account, embedder).run(notifier))
     finally:
         embedder.close()
     return 0
@@ -192,11 +200,29 @@ def cmd_account(settings: Settings, args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_firstboot(settings: Settings, args: argparse.Namespace) -> int:
+    """Prepare a freshly flashed card, once (root, before the services start)."""
+    from appliance import firstboot
+
+    try:
+        firstboot.run(settings, lambda line: print(line, flush=True))
+    except firstboot.FirstbootError as err:
+        print(f"[firstboot] FATAL {type(err).__name__}: {err}", file=sys.stderr)
+        return 1
+    return 0
+
+
 def cmd_neo4j(settings: Settings, args: argparse.Namespace) -> int:
-    """Start, stop or report the development Neo4j instance."""
+    """Run, start, stop or report the Neo4j instance."""
     from appliance.graphdb.instance import Neo4jInstance, bolt_ready
 
     instance = Neo4jInstance.from_settings(settings, os.environ)
+    if args.neo4j_command == "run":
+        from appliance.graphdb import launcher
+        from appliance.systemd import Notifier
+
+        notifier = Notifier.from_environ(os.environ)
+        return launcher.run(instance, notifier, user=settings.neo4j_user)
     if args.neo4j_command == "start":
         pid = instance.start_background()
         print(f"neo4j running, pid {pid}, bolt {settings.neo4j_uri}, home {instance.home}")
@@ -240,7 +266,9 @@ def build_parser() -> argparse.ArgumentParser:
     engine.set_defaults(func=cmd_engine)
     memory_commands.add_parsers(sub)
     tunnel_commands.add_parsers(sub)
+    ota_commands.add_parsers(sub)
     publish.add_parsers(sub)
+    agent_knowledge.add_parsers(sub)
     sub.add_parser("mcp", help="memory tools for a claude session, MCP over stdio").set_defaults(
         func=cmd_mcp
     )
@@ -261,8 +289,15 @@ def build_parser() -> argparse.ArgumentParser:
     account.set_defaults(func=cmd_account)
 
     neo4j = sub.add_parser("neo4j", help="the development Neo4j instance")
-    neo4j.add_argument("neo4j_command", choices=["start", "stop", "status"])
+    neo4j.add_argument(
+        "neo4j_command",
+        choices=["run", "start", "stop", "status"],
+        help="run: in the foreground, for systemd; start: in the background",
+    )
     neo4j.set_defaults(func=cmd_neo4j)
+    sub.add_parser(
+        "firstboot", help="first boot of a card: grow the data partition, keys, the account"
+    ).set_defaults(func=cmd_firstboot)
     return parser
 
 

@@ -124,6 +124,13 @@ def _bool(raw: str) -> bool:
     raise ValueError("true or false")
 
 
+def _ota_board(raw: str) -> str:
+    board = raw.strip().lower()
+    if board not in {"", "rpi4", "rpi5", "x86-64"}:
+        raise ValueError("rpi4, rpi5 or x86-64 (empty: detect)")
+    return board
+
+
 def _optional_path(raw: str) -> Path | None:
     return Path(raw).expanduser().absolute() if raw else None
 
@@ -311,6 +318,69 @@ SETTINGS: tuple[Setting, ...] = (
         "Seconds the gateway may take before a message passes through unscreened.",
         _seconds,
     ),
+    Setting(
+        "preset_file",
+        Path("/etc/maxy/preset/account.json"),
+        "Account preset `maxy firstboot` creates the account from when there is none.",
+        _path,
+    ),
+    Setting(
+        "service_user",
+        "maxy",
+        "User the roles run as; `maxy firstboot` (as root) gives it data_dir's new files.",
+    ),
+    Setting(
+        "data_disk",
+        None,
+        "Disk whose data partition `maxy firstboot` grows (default: found from data_dir's mount).",
+        _optional_path,
+    ),
+    Setting(
+        "data_partition",
+        0,
+        "Its number on data_disk (0: 6, the data partition of Maxy's card layout).",
+        _non_negative_int,
+    ),
+    Setting("ota_device", Path("/dev/mmcblk0"), "The card `maxy ota` updates (whole disk).", _path),
+    Setting(
+        "ota_trust_dir",
+        Path("/etc/maxy/ota/trust"),
+        "Public keys (*.pub) whose update signatures the device accepts.",
+        _path,
+    ),
+    Setting(
+        "ota_firmware_dir",
+        Path("/proc/device-tree/chosen/bootloader"),
+        "Where the boot firmware publishes tryboot, partition and build-timestamp.",
+        _path,
+    ),
+    Setting(
+        "ota_reboot_param",
+        Path("/run/systemd/reboot-param"),
+        "systemd's reboot parameter file; `0 tryboot` in it arms the trial boot.",
+        _path,
+    ),
+    Setting("ota_reboot_command", "systemctl reboot", "Command that reboots after apply."),
+    Setting("ota_board", "", "rpi4, rpi5 or x86-64 (default: detected).", _ota_board),
+    Setting("ota_backup", True, "Dump the Neo4j database before writing a slot (on/off).", _bool),
+    Setting(
+        "ota_neo4j_unit",
+        "maxy-neo4j.service",
+        "systemd unit stopped and restarted around the pre-update Neo4j dump.",
+    ),
+    Setting(
+        "ota_commit_window",
+        300.0,
+        "Seconds a trial boot has to prove healthy before it is rolled back.",
+        _seconds,
+    ),
+    Setting(
+        "ota_verify_timeout", 900.0, "Seconds to verify a bundle (signature, hashes).", _seconds
+    ),
+    Setting("ota_backup_timeout", 900.0, "Seconds for the pre-update Neo4j dump.", _seconds),
+    Setting("ota_write_timeout", 1800.0, "Seconds to write both slot images.", _seconds),
+    Setting("ota_readback_timeout", 900.0, "Seconds to read back and hash the slot.", _seconds),
+    Setting("ota_reboot_timeout", 120.0, "Seconds the reboot command may take.", _seconds),
 )
 
 _BY_NAME: dict[str, Setting] = {s.name: s for s in SETTINGS}
@@ -366,6 +436,24 @@ class Settings:
     gateway_model: str
     agent_model: str
     gateway_timeout: float
+    preset_file: Path
+    service_user: str
+    data_disk: Path | None
+    data_partition: int
+    ota_device: Path
+    ota_trust_dir: Path
+    ota_firmware_dir: Path
+    ota_reboot_param: Path
+    ota_reboot_command: str
+    ota_board: str
+    ota_backup: bool
+    ota_neo4j_unit: str
+    ota_commit_window: float
+    ota_verify_timeout: float
+    ota_backup_timeout: float
+    ota_write_timeout: float
+    ota_readback_timeout: float
+    ota_reboot_timeout: float
 
     @property
     def accounts_dir(self) -> Path:

@@ -16,7 +16,7 @@ from starlette.applications import Starlette
 from starlette.routing import BaseRoute
 
 from appliance.accounts import validate_account_id
-from appliance.app import auth, chat, pages, public, sessions, sites
+from appliance.app import agents_admin, auth, chat, pages, public, sessions, sites, updates
 from appliance.app.context import AppContext
 from appliance.config import Settings, load_settings
 from appliance.rpc.client import RpcClient
@@ -40,6 +40,8 @@ def create_app(settings: Settings | None = None) -> Starlette:
         *auth.routes(ctx),
         *sites.routes(ctx),
         *sessions.routes(ctx),
+        *updates.routes(ctx),
+        *agents_admin.routes(ctx),
         *pages.routes(ctx),
         *chat.routes(ctx),
         *public.routes(ctx),

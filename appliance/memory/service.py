@@ -17,11 +17,18 @@ RPC methods:
   ``{id, created, embedded, warnings}``
 - ``conversation.messages`` ``{caller, sessionId?, limit?}`` → ``{sessionId, conversationId,
   messages: [{id, role, text, createdAt, order}]}`` (one session, oldest first, guarded)
-- ``audit.record`` ``{caller, tool, input, output, isError, startedAt, endedAt, ms, sessionId?}``
-  → ``{id, conversationId}`` (one MCP tool call, see :mod:`appliance.memory.audit`)
+- ``audit.record`` ``{caller, tool, input, output, isError, startedAt, endedAt, ms, sessionId?,
+  durable?, produced?: [{label, id}]}`` → ``{id, conversationId, taskId, produced}`` (one MCP tool
+  call; a durable one also a Task, see :mod:`appliance.memory.audit`)
+- ``context.previous`` ``{caller, maxChars?}`` → ``{text, chars, digest, tasks: {shown, total},
+  alerts: {shown, total}}`` (the ``<previous-context>`` block of an admin spawn, see
+  :mod:`appliance.memory.context`)
 - ``graph.sample`` ``{caller, labels?, q?, limit?}`` → ``{nodes, edges, truncated, categories,
   ms}``; ``graph.node`` ``{caller, id, label?}`` → ``{node, neighbours, edges, degree}`` or
   ``{node: null}`` (see :mod:`appliance.memory.explore`)
+- ``agent.knowledge`` ``{caller, limit?}`` → ``{tagged, subscribed: [{id, labels, props,
+  document?, keyword?}], truncated}``: what a public agent's KNOWLEDGE.md is made of (the
+  caller's agent and subscriptions; public scope only; never conversations or tool calls)
 
 ``caller`` (account, scopes, agent, session) is set by the calling process from its own
 environment; a caller of another account is refused.
@@ -40,24 +47,51 @@ import numpy as np
 
 from appliance.accounts import Account
 from appliance.config import Settings
-from appliance.memory import audit, conversations, explore, lifecycle, reports
+from appliance.memory import audit, context, conversations, explore, lifecycle, reports
 from appliance.memory import reindex as reindexing
 from appliance.memory.embedder import Embedder
 from appliance.memory.errors import EngineError, GraphError, SchemaDimensionMismatch, WriteRejected
 from appliance.memory.graph import Graph
-from appliance.memory.guards import Caller, GuardError
+from appliance.memory.guards import Caller, GuardError, guard
 from appliance.memory.ingest import Ingester, IngestRequest
 from appliance.memory.render import render_structured
 from appliance.memory.schema import apply_schema
 from appliance.memory.search import Expander, Searcher, SearchRequest
 from appliance.memory.write import Edge, Writer, WriteRequest
 from appliance.rpc.server import RpcServer, report_progress
+from appliance.systemd import Notifier
 
 log = logging.getLogger(__name__)
 
 HEALTH_QUERY_TIMEOUT = 2.0
 MAX_TEXTS_PER_CALL = 256
 PURGE_INTERVAL = 3600.0
+KNOWLEDGE_LIMIT = 500  # nodes of each kind (tagged, subscribed) in one KNOWLEDGE.md
+# Never knowledge: visitors' own conversations (public, tagged for the agent), the audit trail,
+# and sections (their chunks carry the text).
+KNOWLEDGE_SKIP = ("Conversation", "Message", "ToolCall", "Section")
+_KNOWLEDGE_TAGGED = (
+    "MATCH (n) WHERE n.scope = 'public' AND $agent IN coalesce(n.agents, []) AND "
+    + guard("n")
+    + " AND NOT any(l IN labels(n) WHERE l IN $skip) "
+    "OPTIONAL MATCH (d:KnowledgeDocument)-[:HAS_SECTION]->(:Section)-[:HAS_CHUNK]->(n) WHERE "
+    + guard("d")
+    + " WITH n, head(collect(d)) AS d "
+    "RETURN coalesce(n.id, elementId(n)) AS id, labels(n) AS labels, "
+    "n {.*, embedding: null, accountId: null} AS props, d.id AS documentId, "
+    "d.title AS documentTitle "
+    "ORDER BY documentTitle, documentId, n.order, id LIMIT $limit"
+)
+
+
+def _plain(props: dict[str, Any]) -> dict[str, Any]:
+    """The text (and chunk order) of a node for KNOWLEDGE.md; never a vector or an account id."""
+    return {
+        k: v
+        for k, v in props.items()
+        if k not in ("embedding", "accountId")
+        and (isinstance(v, str) or (k == "order" and isinstance(v, int)))
+    }
 
 
 def read_password(settings: Settings) -> str:
@@ -119,6 +153,8 @@ class Engine:
             "graph.sample": self.graph_sample,
             "graph.node": self.graph_node,
             "audit.record": self.audit_record,
+            "agent.knowledge": self.agent_knowledge,
+            "context.previous": self.previous_context,
         }
 
     async def embed_one(self, text: str) -> list[float]:
@@ -257,8 +293,8 @@ class Engine:
             self.schema_state, self.schema_error = "applied", None
             return
 
-    async def run(self) -> None:
-        """Serve until SIGTERM or SIGINT."""
+    async def run(self, notifier: Notifier | None = None) -> None:
+        """Serve until SIGTERM or SIGINT; tell systemd (``notifier``) once the socket listens."""
         server = RpcServer(self.handlers, errors=(EngineError,))
         listener = await server.serve(self.settings.engine_socket)
         schema_task = asyncio.create_task(self.ensure_schema())
@@ -270,8 +306,11 @@ class Engine:
         log.info(
             "[engine] op=ready account=%s socket=%s", self.account.id, self.settings.engine_socket
         )
+        notifier = notifier or Notifier.disabled()
         try:
-            await stop.wait()
+            socket = self.settings.engine_socket
+            async with notifier.serving("engine", f"serving RPC on {socket}"):
+                await stop.wait()
         finally:
             schema_task.cancel()
             purge_task.cancel()
@@ -424,7 +463,58 @@ class Engine:
             ended_at=datetime.fromisoformat(str(params["endedAt"])),
             ms=float(params["ms"]),
             session_id=params.get("sessionId"),
+            durable=bool(params.get("durable", False)),
+            produced=params.get("produced"),
+            embed=self.embed_one,
+            model_name=self.embedder.model_name,
         )
+
+    async def previous_context(self, params: dict[str, Any]) -> dict[str, Any]:
+        """The ``<previous-context>`` block for an admin session of the caller's account."""
+        max_chars = int(params.get("maxChars", context.MAX_CHARS))
+        return await context.previous_context(self.graph, self.caller(params), max_chars=max_chars)
+
+    async def agent_knowledge(self, params: dict[str, Any]) -> dict[str, Any]:
+        """A public agent's knowledge: public nodes tagged for it, then its subscriptions' hits."""
+        caller = self.caller(params).narrow(["public"])
+        if caller.agent is None:
+            raise ValueError("agent.knowledge needs a public agent's caller (caller.agent)")
+        limit = max(1, min(int(params.get("limit") or KNOWLEDGE_LIMIT), KNOWLEDGE_LIMIT))
+        rows, _ = await self.graph.run(
+            _KNOWLEDGE_TAGGED, {**caller.params(), "skip": list(KNOWLEDGE_SKIP), "limit": limit + 1}
+        )
+        tagged = [
+            {
+                "id": row["id"],
+                "labels": list(row["labels"]),
+                "props": _plain(row["props"]),
+                "document": {"id": row["documentId"], "title": row["documentTitle"]}
+                if row["documentId"]
+                else None,
+            }
+            for row in rows[:limit]
+        ]
+        seen = {node["id"] for node in tagged}
+        subscribed: list[dict[str, Any]] = []
+        for keyword in caller.subscriptions:
+            # The search engine's own subscription path: its guards, not a copy of them.
+            found = await self.searcher._subscriptions(caller, [keyword], limit, False)
+            for row in found:
+                labels = list(row["labels"])
+                if row["id"] in seen or row["props"].get("scope") != "public":
+                    continue
+                if any(label in KNOWLEDGE_SKIP for label in labels):
+                    continue
+                seen.add(row["id"])
+                subscribed.append(
+                    {"id": row["id"], "labels": labels, "props": _plain(row["props"]),
+                     "keyword": keyword}
+                )  # fmt: skip
+        return {
+            "tagged": tagged,
+            "subscribed": subscribed[:limit],
+            "truncated": len(rows) > limit or len(subscribed) > limit,
+        }
 
     async def purge_loop(self) -> None:
         """Hard-delete soft-deleted nodes past the grace period, once an hour."""
