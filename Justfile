@@ -36,7 +36,7 @@ model: bootstrap
 
 # Static checks: ruff and mypy (strict on appliance/).
 lint: bootstrap
-    {{venv}}/bin/ruff check appliance tests build
+    {{venv}}/bin/ruff check appliance tests build image
     {{venv}}/bin/mypy
 
 # Check the environment Maxy needs and print what to fix.
@@ -71,6 +71,22 @@ build: bootstrap
 # Build dist/maxy for arm64 (Raspberry Pi) in an arm64 Debian container, or natively on arm64.
 build-arm64: bootstrap
     {{root}}/build/build-arm64.sh
+
+# Card image + signed update bundle into dist/image/: `just image` (x86-64), `just image ARCH=arm64`.
+image *args: bootstrap
+    #!/usr/bin/env bash
+    set -euo pipefail
+    arch=x86-64; rest=()
+    for arg in {{args}}; do case $arg in ARCH=*) arch=${arg#ARCH=} ;; *) rest+=("$arg") ;; esac; done
+    exec {{venv}}/bin/python -m image.build --arch "$arch" "${rest[@]}"
+
+# The image's cached Debian base (debootstrap): needs root once, `sudo -E just image-base ARCH=arm64`.
+image-base *args:
+    #!/usr/bin/env bash
+    set -euo pipefail
+    arch=x86-64; rest=()
+    for arg in {{args}}; do case $arg in ARCH=*) arch=${arg#ARCH=} ;; *) rest+=("$arg") ;; esac; done
+    exec {{venv}}/bin/python -m image.base --arch "$arch" "${rest[@]}"
 
 # Frozen binary: size, edge cold start one-file vs one-dir, RSS of every role (own maxy run).
 bench-binary: build

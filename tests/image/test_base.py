@@ -1,0 +1,88 @@
+"""The Debian base: where its packages come from, what keys its cache, what needs root."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from image import base
+from image.errors import InputMissing
+from image.inputs import check_preset
+from tests.conftest import REPO
+from tests.image.conftest import unprivileged
+
+
+def test_the_mirror_is_read_from_deb822_sources_skipping_security(tmp_path: Path) -> None:
+    sources = tmp_path / "sources.list.d"
+    sources.mkdir()
+    (sources / "debian.sources").write_text(
+        "Types: deb\nURIs: http://mirror.example/debian-security\nSuites: bookworm-security\n"
+        "Components: main\n\n"
+        "Types: deb-src\nURIs: http://src.example/debian\nSuites: bookworm\n\n"
+        "Types: deb\nURIs: http://mirror.example/debian/\nSuites: bookworm bookworm-updates\n"
+        "Components: main\n"
+    )
+    assert base.apt_mirror(tmp_path) == "http://mirror.example/debian"
+
+
+def test_the_mirror_is_read_from_a_one_line_sources_list(tmp_path: Path) -> None:
+    (tmp_path / "sources.list.d").mkdir()
+    (tmp_path / "sources.list").write_text(
+        "# comment\ndeb [arch=amd64 signed-by=/k.gpg] http://local.example/debian bookworm main\n"
+    )
+    assert base.apt_mirror(tmp_path) == "http://local.example/debian"
+
+
+def test_no_mirror_says_how_to_pass_one(tmp_path: Path) -> None:
+    (tmp_path / "sources.list.d").mkdir()
+    with pytest.raises(base.BuildFailed, match="--mirror"):
+        base.apt_mirror(tmp_path)
+
+
+def test_this_machines_mirror_is_found() -> None:
+    assert base.apt_mirror().startswith(("http://", "https://", "file:/"))
+
+
+def test_the_cache_key_follows_the_package_list(monkeypatch: pytest.MonkeyPatch) -> None:
+    before = base.base_key("amd64")
+    assert before == base.base_key("amd64") != base.base_key("arm64")
+    monkeypatch.setattr(base, "COMMON_PACKAGES", (*base.COMMON_PACKAGES, "less"))
+    assert base.base_key("amd64") != before
+    assert "raspi-firmware" in base.packages("arm64")
+    assert "linux-image-amd64" in base.packages("amd64")
+
+
+def test_without_root_a_missing_base_says_to_run_image_base_once(tmp_path: Path) -> None:
+    if os.geteuid() != 0:
+        pytest.skip("dropping root's capabilities needs root to begin with")
+    cache = tmp_path / "cache"
+    done = subprocess.run(
+        unprivileged(
+            sys.executable, "-m", "image.base", "--arch", "x86-64", "--cache-dir", str(cache)
+        ),
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        env={"PATH": "/usr/bin:/bin"},
+        check=False,
+    )
+    assert done.returncode == 1, done.stderr
+    assert "NeedsRoot" in done.stderr
+    assert "sudo -E just image-base ARCH=x86-64" in done.stderr
+    assert not list(tmp_path.rglob("*.tar.zst"))
+
+
+def test_a_preset_firstboot_would_refuse_is_refused_at_build_time(tmp_path: Path) -> None:
+    good = tmp_path / "good.json"
+    good.write_text(json.dumps({"owner": "Ann", "brand": {"productName": "Ann's"}}))
+    assert check_preset(good) == good
+    assert check_preset(None) is None
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({"owner": "", "colour": "red"}))
+    with pytest.raises(InputMissing, match="colour"):
+        check_preset(bad)
