@@ -21,7 +21,6 @@ message}``: 400 ``invalid-agent``/``bad-json``, 404 ``no-such-agent``, 409 ``age
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -38,7 +37,7 @@ from appliance.app import pages
 from appliance.app.auth import session_of
 from appliance.app.context import AppContext
 from appliance.rpc.protocol import ProtocolError, RemoteError, RpcUnavailable
-from appliance.web import csrf
+from appliance.web.bodies import json_object
 from appliance.web.errors import ApiError
 
 log = logging.getLogger(__name__)
@@ -52,25 +51,13 @@ def _api_error(err: AgentStoreError) -> ApiError:
 
 
 async def _json_body(request: Request) -> dict[str, Any]:
-    if not csrf.is_json(request.headers):
-        raise ApiError(415, "json-required", "Send the agent as JSON (application/json).")
-    received = bytearray()
-    async for chunk in request.stream():
-        received += chunk
-        if len(received) > MAX_BODY_BYTES:
-            raise ApiError(
-                413,
-                "too-large",
-                f"The request is over {MAX_BODY_BYTES // 1024} KB: IDENTITY.md and SOUL.md are "
-                f"limited to {store.MAX_FILE_CHARS:,} characters each.",
-            )
-    try:
-        data = json.loads(received or b"{}")
-    except ValueError as err:
-        raise ApiError(400, "bad-json", "The request body is not valid JSON.") from err
-    if not isinstance(data, dict):
-        raise ApiError(400, "bad-json", "Send a JSON object.")
-    return data
+    too_large = ApiError(
+        413,
+        "too-large",
+        f"The request is over {MAX_BODY_BYTES // 1024} KB: IDENTITY.md and SOUL.md are "
+        f"limited to {store.MAX_FILE_CHARS:,} characters each.",
+    )
+    return await json_object(request, limit=MAX_BODY_BYTES, what="the agent", too_large=too_large)
 
 
 def _lan_only(request: Request) -> None:

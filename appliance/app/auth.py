@@ -31,7 +31,6 @@ Routes::
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import re
 from collections.abc import Callable
@@ -51,6 +50,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from appliance.app.context import AppContext
 from appliance.config import Settings
 from appliance.web import cookies, csrf
+from appliance.web.bodies import json_object
 from appliance.web.client import Client, client_of
 from appliance.web.credentials import AlreadySet, Credentials, InvalidCredential, validate_pin
 from appliance.web.errors import ApiError, ApiErrorMiddleware, error_response
@@ -250,20 +250,7 @@ def middleware(ctx: AppContext) -> list[Middleware]:
 
 
 async def _json_body(request: Request) -> dict[str, Any]:
-    if not csrf.is_json(request.headers):
-        raise ApiError(415, "json-required", "Send the form as JSON (application/json).")
-    received = bytearray()
-    async for chunk in request.stream():
-        received += chunk
-        if len(received) > MAX_BODY_BYTES:
-            raise ApiError(413, "too-large", f"The form is larger than {MAX_BODY_BYTES} bytes.")
-    try:
-        data = json.loads(received)
-    except ValueError as err:
-        raise ApiError(400, "bad-json", "The request body is not valid JSON.") from err
-    if not isinstance(data, dict):
-        raise ApiError(400, "bad-json", "The request body must be a JSON object.")
-    return data
+    return await json_object(request, limit=MAX_BODY_BYTES, what="the form")
 
 
 def _text(data: dict[str, Any], name: str) -> str:

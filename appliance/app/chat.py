@@ -51,6 +51,7 @@ from appliance.app.context import AppContext
 from appliance.app.public import MAX_MESSAGE_CHARS
 from appliance.memory.guards import Caller
 from appliance.web import csrf
+from appliance.web.bodies import json_body
 from appliance.web.client import client_of
 from appliance.web.cookies import load_key
 from appliance.web.errors import ApiError
@@ -116,21 +117,12 @@ def sse(event: str, data: dict[str, Any]) -> bytes:
 
 
 async def _message_text(request: Request) -> str:
-    if not csrf.is_json(request.headers):
-        raise ApiError(415, "json-required", 'Send the message as JSON: {"text": "…"}.')
-    received = bytearray()
-    async for chunk in request.stream():
-        received += chunk
-        if len(received) > MAX_BODY_BYTES:
-            raise ApiError(
-                413,
-                "message-too-long",
-                f"Messages are limited to {MAX_MESSAGE_CHARS:,} characters.",
-            )
-    try:
-        data = json.loads(received)
-    except ValueError as err:
-        raise ApiError(400, "bad-json", "The request body is not valid JSON.") from err
+    too_long = ApiError(
+        413, "message-too-long", f"Messages are limited to {MAX_MESSAGE_CHARS:,} characters."
+    )
+    data = await json_body(
+        request, limit=MAX_BODY_BYTES, what='the message ({"text": "…"})', too_large=too_long
+    )
     text = data.get("text") if isinstance(data, dict) else None
     if not isinstance(text, str) or not text.strip():
         raise ApiError(400, "empty-message", "Type a message first.")

@@ -48,7 +48,7 @@ from appliance.ota.state import STATE_FILE
 from appliance.ota.versions import InvalidVersion, Version
 from appliance.sessions.feed import EventStream, frame
 from appliance.version import build_info
-from appliance.web import csrf
+from appliance.web.bodies import json_object
 from appliance.web.errors import ApiError
 
 log = logging.getLogger(__name__)
@@ -156,20 +156,7 @@ def installed(offer: Offer, running: str) -> bool:
 
 
 async def _body(request: Request) -> dict[str, Any]:
-    if not csrf.is_json(request.headers):
-        raise ApiError(415, "json-required", "Send the request as JSON (application/json).")
-    raw = bytearray()
-    async for chunk in request.stream():
-        raw += chunk
-        if len(raw) > MAX_BODY_BYTES:
-            raise ApiError(413, "too-large", f"The request is larger than {MAX_BODY_BYTES} bytes.")
-    try:
-        data = json.loads(raw)
-    except ValueError as err:
-        raise ApiError(400, "bad-json", "The request body is not valid JSON.") from err
-    if not isinstance(data, dict):
-        raise ApiError(400, "bad-json", "The request body must be a JSON object.")
-    return data
+    return await json_object(request, limit=MAX_BODY_BYTES, what="the request")
 
 
 def _lan(request: Request) -> None:
