@@ -74,7 +74,9 @@ def ensure_password(path: Path) -> str:
     if path.is_file():
         return path.read_text().strip()
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    password = secrets.token_urlsafe(24)
+    # Hex, never URL-safe base64: a password starting with "-" reads as an option to
+    # neo4j-admin's `set-initial-password` (exit 64), one start in 64.
+    password = secrets.token_hex(24)
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     with os.fdopen(fd, "w") as handle:
         handle.write(password + "\n")
