@@ -9,8 +9,8 @@ Output, in ``--out`` (default ``dist/image``):
 - ``maxy-<version>-<arch>.img.zst`` — the whole card (GPT: bootconfig, boot_a, boot_b, root_a,
   root_b, data; ``appliance/ota/layout.py``). Both slots hold the same build; autoboot.txt
   starts slot A.
-- ``maxy-<version>-<arch>.maxyupdate`` — the signed update bundle made from the same boot and
-  root slot images (slot A's boot image: its cmdline.txt names root_a's PARTUUID).
+- ``maxy-<version>-<arch>.maxyupdate`` — the signed update bundle made from the same slot
+  images: both boot images (each cmdline.txt names its own slot's root by PARTUUID) and the root.
 - ``maxy-<version>-<arch>.json`` — what went in, partition ids, sizes and times.
 
 Steps: inputs (``image/inputs.py``) → base (``image/base.py``: the cached Debian tarball, or a
@@ -43,7 +43,7 @@ from pathlib import Path
 from appliance.config import SETTINGS, load_settings
 from appliance.ota.bundle import create_bundle
 from appliance.ota.errors import OtaError
-from appliance.ota.layout import BOOTCONFIG, DATA, PARTITIONS, ROOT_A, SLOTS
+from appliance.ota.layout import BOOTCONFIG, DATA, PARTITIONS, ROOT_A, SLOTS, partuuid
 from appliance.tunnel.unit import render_unit
 from image import disk, inputs, rpios
 from image.base import DEBIAN_ARCH, build_base
@@ -254,7 +254,7 @@ def build(request: Request) -> Result:
                 settings.replace(data_dir=Path("/data")), binary="/usr/bin/cloudflared"
             )
             root = RootSpec(
-                data_partuuid=disk.partuuid(DATA),
+                data_partuuid=partuuid(DATA),
                 env=_image_env(model, neo4j_version),
                 binary=binary.path if binary else None,
                 neo4j_dist=neo4j_dist,
@@ -321,7 +321,7 @@ def build(request: Request) -> Result:
                 staged_bundle,
                 version=request.version,
                 boards=boards,
-                boot_image=images["boot_a"],
+                boot_images={"a": images["boot_a"], "b": images["boot_b"]},
                 root_image=spec.root_image,
                 signing_key=key.path,
             )
@@ -347,7 +347,7 @@ def build(request: Request) -> Result:
             },
             "signing_key": {"id": key.key_id(), "development": key.development},
             "partitions": {
-                part.name: {"partuuid": disk.partuuid(part), "size_mib": sized[part.name]}
+                part.name: {"partuuid": partuuid(part), "size_mib": sized[part.name]}
                 for part in PARTITIONS
             },
             "slot_sha256": {

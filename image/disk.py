@@ -1,8 +1,9 @@
 """The card image: FAT boot slots and bootconfig, a GPT written by sfdisk, partitions copied in.
 
 Every card of every build has the same GPT identifiers — disk GUID, PARTUUIDs, filesystem
-UUIDs — derived from fixed names (:func:`partuuid`). That is what lets an update bundle's boot
-image, whose ``cmdline.txt`` names its root by PARTUUID, fit every card ever flashed, and it
+UUIDs — derived from fixed names (``appliance.ota.layout.partuuid``). That is what lets an
+update bundle's boot image for a slot, whose ``cmdline.txt`` names that slot's root by PARTUUID,
+fit every card ever flashed, and it
 keeps two builds of the same inputs byte-for-byte comparable. (The price: two Maxy cards in one
 machine look alike; the pre-init finds /data next to the root it booted, not by PARTUUID.)
 """
@@ -16,18 +17,19 @@ from pathlib import Path
 from appliance.ota.layout import (
     FIRST_LBA_MIB,
     MIB,
+    NAMESPACE,
     PARTITIONS,
     TYPE_FAT,
     TYPE_LINUX,
     Partition,
     Slot,
+    partuuid,
 )
 from image.errors import ToolMissing
 from image.tools import copy_into, make_fat, run, sfdisk_write
 
 FIRMWARE_CONFIG = Path(__file__).resolve().parent.parent / "firmware-config"
 GPTMBR = Path("/usr/lib/syslinux/mbr/gptmbr.bin")
-NAMESPACE = uuid.UUID("6d617879-2d69-6d61-6765-2d6c61796f75")  # "maxy-image-layou"
 SECTOR = 512
 # Room after the last partition for the backup GPT (33 sectors, rounded up to 1 MiB).
 TAIL_MIB = 1
@@ -36,11 +38,6 @@ CONSOLES = {
     ("arm64", "debian"): "console=tty0 console=ttyS1,115200",
     ("arm64", "rpios"): "console=serial0,115200 console=tty1",
 }
-
-
-def partuuid(part: Partition) -> str:
-    """The fixed GPT unique GUID (PARTUUID) of one partition, lower case."""
-    return str(uuid.uuid5(NAMESPACE, f"partition:{part.name}"))
 
 
 def disk_guid() -> str:

@@ -4,9 +4,11 @@ Phases (each with a time limit, each reported to the progress sink)::
 
     verify      signature, manifest, board, version, bootloader, sizes; every payload's hash
     backup      Neo4j dump to /data (MAXY_OTA_BACKUP)
-    write-boot  the boot image into the inactive boot partition (second pass over the bundle)
+    write-boot  the target slot's boot image into its boot partition (second pass over the
+                bundle; the other slot's boot image is passed over)
     write-root  the root image into the inactive root partition
-    readback    both partitions hashed from the medium against the manifest
+    readback    both partitions hashed from the medium against the manifest; the written
+                cmdline.txt must name the target slot's own root PARTUUID
     arm         autoboot.txt: [all] = committed slot, [tryboot] = the new one; "0 tryboot"
     reboot      MAXY_OTA_REBOOT_COMMAND
 
@@ -26,7 +28,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from appliance.config import Settings
-from appliance.ota import autoboot, device
+from appliance.ota import autoboot, device, fat
 from appliance.ota.backup import Neo4jBackup, remove_stale
 from appliance.ota.bundle import BundleReader, check_payloads, open_source
 from appliance.ota.card import Card
@@ -34,6 +36,7 @@ from appliance.ota.errors import BundleError, CompatibilityError, OtaError, Stat
 from appliance.ota.firmware import detect_board
 from appliance.ota.layout import Slot, other
 from appliance.ota.manifest import (
+    PAYLOAD_NAMES,
     Manifest,
     check_bootloader,
     check_installable,
@@ -70,8 +73,8 @@ def _verify(
         manifest = verify_manifest(raw, signature, device.trust_store(settings))
         check_installable(manifest, board=board, current_version=current)
         check_bootloader(manifest, board=board, bootloader_timestamp=bootloader)
-        for payload, part in ((manifest.payloads["boot"], target.boot),
-                              (manifest.payloads["root"], target.root)):  # fmt: skip
+        boot, root = manifest.for_slot(target)
+        for payload, part in ((boot, target.boot), (root, target.root)):
             extent = card.extent(part)
             if payload.size > extent.size:
                 raise CompatibilityError(
@@ -98,22 +101,57 @@ def _write(
                 f"{source} changed since it was verified; nothing was switched. Use a copy "
                 "that does not change while it installs."
             )
-        for name, part in (("boot", target.boot), ("root", target.root)):
-            payload = manifest.payloads[name]
+        boot, root = manifest.for_slot(target)
+        for payload in (manifest.payloads[name] for name in PAYLOAD_NAMES):
+            if payload not in (boot, root):
+                reader.skip(payload)  # the other slot's boot image
+                continue
+            part = target.boot if payload is boot else target.root
+            kind = "boot" if payload is boot else "root"
             write_payload(
                 card, card.extent(part), reader.payload(payload), payload,
-                deadline=deadline, progress=progress, phase=f"write-{name}",
-                label=f"slot {target.name} {name} (partition {part.number})",
+                deadline=deadline, progress=progress, phase=f"write-{kind}",
+                label=f"slot {target.name} {kind} (partition {part.number})",
             )  # fmt: skip
         reader.finish()
     deadline = Deadline("readback", settings.ota_readback_timeout, "MAXY_OTA_READBACK_TIMEOUT")
-    done, total = 0, manifest.total_size
+    done, total = 0, boot.size + root.size
     progress("readback", 0, total, f"slot {target.name}")
-    for name, part in (("boot", target.boot), ("root", target.root)):
+    for payload, part in ((boot, target.boot), (root, target.root)):
         done = read_back(
-            card, card.extent(part), manifest.payloads[name],
+            card, card.extent(part), payload,
             deadline=deadline, progress=progress, done=done, total=total,
         )  # fmt: skip
+    check_root(card, target, manifest.version)
+
+
+def check_root(card: Card, slot: Slot, version: str) -> None:
+    """Refuse a boot image whose command line would not start ``slot``'s own root.
+
+    A slot's boot image names its root by PARTUUID in cmdline.txt (syslinux.cfg on a PC repeats
+    it). Were it another slot's, the trial would run the new kernel on the old root — and might
+    even pass its health checks. The check reads the slot as written, after the read-back.
+    """
+    extent = card.extent(slot.boot)
+    want = card.extent(slot.root).partuuid
+    text = fat.read_small(card, extent, "cmdline.txt")
+    if text is None:
+        raise CompatibilityError(
+            f"the boot image of {version} written to slot {slot.name} has no cmdline.txt; it "
+            "cannot start. Nothing was armed; use a bundle made by Maxy's image build."
+        )
+    roots = [
+        word.split("=", 2)[2].lower()
+        for word in text.decode("ascii", "replace").split()
+        if word.upper().startswith("ROOT=PARTUUID=")
+    ]
+    if roots != [want]:
+        named = ", ".join(roots) or "no root"
+        raise CompatibilityError(
+            f"the boot image of {version} for slot {slot.name} names {named} but slot "
+            f"{slot.name}'s root partition is {want}: it would start the wrong root. Nothing "
+            "was armed; the running slot is untouched. Use a bundle made for this card's layout."
+        )
 
 
 def apply_update(

@@ -30,22 +30,22 @@ both slots can be booted, and the callers make sure of that before they write:
 
 ``tests/ota/test_autoboot.py`` enumerates every mix and checks both claims.
 
-The FAT (12, 16 or 32 — mtools and mkfs.vfat pick by size) is parsed here just far enough to
-find the file's first data sector: boot sector, then the root directory (a fixed region on
-FAT12/16, a cluster chain on FAT32), then the 8.3 entry ``AUTOBOOT.TXT``.
+The FAT is parsed (:mod:`appliance.ota.fat`) just far enough to find the file's first data
+sector through its 8.3 entry ``AUTOBOOT.TXT``.
 """
 
 from __future__ import annotations
 
 import re
-import struct
 from dataclasses import dataclass
 
+from appliance.ota import fat
 from appliance.ota.card import Card, Extent
 from appliance.ota.errors import StateError
+from appliance.ota.fat import FileSpot
 from appliance.ota.layout import BOOTCONFIG, SLOT_A, SLOT_B, Slot, slot_by_boot_partition
 
-FILE_NAME = b"AUTOBOOT" + b"TXT"  # the 8.3 directory name of autoboot.txt
+FILE_NAME = "autoboot.txt"
 TEMPLATE = "[all]\ntryboot_a_b=1\nboot_partition={default}\n[tryboot]\nboot_partition={trial}\n"
 _EXACT = re.compile(
     rb"\A\[all\]\ntryboot_a_b=1\nboot_partition=([23])\n\[tryboot\]\nboot_partition=([23])\n\Z"
@@ -122,73 +122,20 @@ def select_boot(autoboot_text: str | bytes, tryboot: bool) -> Slot:
     return config.default_slot
 
 
-@dataclass(frozen=True)
-class FileSpot:
-    """Where autoboot.txt's data lies inside the bootconfig partition."""
-
-    sector_offset: int  # byte offset of the file's first data sector in the partition
-    sector_size: int
-    length: int
-    fat_bits: int
-
-
-def _u16(data: bytes, at: int) -> int:
-    return int(struct.unpack_from("<H", data, at)[0])
-
-
-def _u32(data: bytes, at: int) -> int:
-    return int(struct.unpack_from("<I", data, at)[0])
-
-
 def locate(card: Card, extent: Extent) -> FileSpot:
     """Find autoboot.txt in the FAT filesystem of ``extent``."""
-    boot = card.pread(extent, 0, 512)
-    bps, spc, reserved, fats = _u16(boot, 11), boot[13], _u16(boot, 14), boot[16]
-    if boot[510:512] != b"\x55\xaa" or bps not in (512, 1024, 2048, 4096) or not spc or not fats:
+    spot = fat.locate(card, extent, FILE_NAME)
+    if spot is None:
         raise StateError(
-            f"partition {extent.number} holds no FAT filesystem; reflash the card's bootconfig."
+            f"partition {extent.number} has no autoboot.txt; the firmware cannot choose a slot. "
+            "Restore it from the image's firmware-config/autoboot.txt."
         )
-    root_entries = _u16(boot, 17)
-    total = _u16(boot, 19) or _u32(boot, 32)
-    fat_size = _u16(boot, 22) or _u32(boot, 36)
-    root_sectors = (root_entries * 32 + bps - 1) // bps
-    first_data = reserved + fats * fat_size + root_sectors
-    clusters = (total - first_data) // spc
-    bits = 12 if clusters < 4085 else 16 if clusters < 65525 else 32
-
-    def cluster_offset(cluster: int) -> int:
-        return (first_data + (cluster - 2) * spc) * bps
-
-    if bits == 32:
-        directory = bytearray()
-        cluster, seen = _u32(boot, 44), 0
-        while 2 <= cluster < 0x0FFFFFF8 and seen < clusters:
-            directory += card.pread(extent, cluster_offset(cluster), spc * bps)
-            entry = card.pread(extent, reserved * bps + cluster * 4, 4)
-            cluster, seen = _u32(entry, 0) & 0x0FFFFFFF, seen + 1
-    else:
-        root_offset = (reserved + fats * fat_size) * bps
-        directory = bytearray(card.pread(extent, root_offset, root_sectors * bps))
-    for at in range(0, len(directory), 32):
-        entry = bytes(directory[at : at + 32])
-        if entry[0] == 0:
-            break
-        attributes = entry[11]
-        if entry[0] == 0xE5 or attributes == 0x0F or attributes & 0x18:
-            continue  # deleted, long-name part, volume label or directory
-        if entry[:11] == FILE_NAME:
-            cluster = _u16(entry, 26) | ((_u16(entry, 20) << 16) if bits == 32 else 0)
-            length = _u32(entry, 28)
-            if cluster < 2 or length > bps:
-                raise StateError(
-                    f"autoboot.txt on partition {extent.number} is {length} bytes; Maxy keeps "
-                    f"it to {LENGTH}. Restore it from the image's firmware-config/."
-                )
-            return FileSpot(cluster_offset(cluster), bps, length, bits)
-    raise StateError(
-        f"partition {extent.number} has no autoboot.txt; the firmware cannot choose a slot. "
-        "Restore it from the image's firmware-config/autoboot.txt."
-    )
+    if spot.sector_offset == 0 or spot.length > spot.sector_size:
+        raise StateError(
+            f"autoboot.txt on partition {extent.number} is {spot.length} bytes; Maxy keeps "
+            f"it to {LENGTH}. Restore it from the image's firmware-config/."
+        )
+    return spot
 
 
 def read(card: Card) -> tuple[bytes, FileSpot]:

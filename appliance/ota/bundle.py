@@ -4,8 +4,9 @@ A bundle is an uncompressed POSIX tar whose members come in this order::
 
     manifest.json    the signed manifest (see appliance.ota.manifest)
     manifest.sig     64 bytes: ed25519 signature of manifest.json's exact bytes
-    boot.img.zst     the boot slot image (FAT), zstd
-    root.img.zst     the root slot image (ext4), zstd
+    boot_a.img.zst   slot A's boot image (FAT), zstd: its cmdline.txt names root_a
+    boot_b.img.zst   slot B's boot image: the same files, its cmdline.txt names root_b
+    root.img.zst     the root image (ext4), zstd, for either slot
 
 The order lets a reader check the signature before it touches a payload, and stream the whole
 bundle once (``tarfile`` mode ``r|``), from a file or an HTTP response alike.
@@ -19,7 +20,7 @@ import logging
 import tarfile
 import tempfile
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import UTC, date, datetime
 from pathlib import Path
@@ -97,13 +98,22 @@ def create_bundle(
     *,
     version: str,
     boards: Sequence[str],
-    boot_image: Path,
+    boot_images: Mapping[str, Path],
     root_image: Path,
     signing_key: Path,
     min_bootloader: str = "2023-01-01",
     next_key: Path | None = None,
 ) -> Path:
-    """Compress the slot images, sign a manifest for them, and write the bundle to ``out``."""
+    """Compress the slot images, sign a manifest for them, and write the bundle to ``out``.
+
+    ``boot_images`` maps each slot ("a", "b") to its boot image: the same files, each with a
+    cmdline.txt that names its own slot's root partition.
+    """
+    if sorted(boot_images) != ["a", "b"]:
+        raise BundleError(
+            "a bundle needs a boot image for slot a and one for slot b "
+            f"(got {sorted(boot_images)})."
+        )
     try:
         Version(version)
     except InvalidVersion as err:
@@ -120,7 +130,8 @@ def create_bundle(
     out.parent.mkdir(parents=True, exist_ok=True)
     mtime = int(time.time())
     with tempfile.TemporaryDirectory(prefix=".maxyupdate-", dir=out.parent) as scratch:
-        images = {"boot": boot_image, "root": root_image}
+        images = {f"boot_{slot}": image for slot, image in boot_images.items()}
+        images["root"] = root_image
         payloads = {
             name: _compress(name, images[name], Path(scratch) / f"{name}.img.zst")
             for name in PAYLOAD_NAMES
@@ -311,6 +322,10 @@ class BundleReader:
                 f"{payload.compressed_size}: the bundle is damaged. Download it again."
             )
         return handle
+
+    def skip(self, payload: Payload) -> None:
+        """Pass over ``payload`` (the next member) without reading it."""
+        self.member(payload.member)
 
     def finish(self) -> None:
         """Refuse anything after the last payload."""

@@ -41,6 +41,7 @@ class Extent:
     type_guid: str
     offset: int
     size: int
+    partuuid: str = ""  # the GPT unique GUID, lower case (what ``root=PARTUUID=`` names)
 
 
 def _guid(raw: bytes) -> str:
@@ -86,13 +87,18 @@ def read_gpt(fd: int, sector: int, disk_size: int) -> dict[int, Extent]:
         extents: dict[int, Extent] = {}
         for index in range(count):
             entry = table[index * entry_size : index * entry_size + _ENTRY.size]
-            type_raw, _unique, first, last, _attrs, name_raw = _ENTRY.unpack(entry)
+            type_raw, unique, first, last, _attrs, name_raw = _ENTRY.unpack(entry)
             if type_raw == bytes(16):
                 continue
             name = name_raw.decode("utf-16-le", "replace").split("\0", 1)[0]
             number = index + 1
             extents[number] = Extent(
-                number, name, _guid(type_raw), first * sector, (last - first + 1) * sector
+                number,
+                name,
+                _guid(type_raw),
+                first * sector,
+                (last - first + 1) * sector,
+                _guid(unique).lower(),
             )
         return extents
     raise StateError(

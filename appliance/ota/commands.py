@@ -129,7 +129,7 @@ def bundle(settings: Settings, args: argparse.Namespace) -> int:
         Path(args.out),
         version=args.version,
         boards=args.board,
-        boot_image=Path(args.boot),
+        boot_images={"a": Path(args.boot_a), "b": Path(args.boot_b)},
         root_image=Path(args.root),
         signing_key=Path(args.key),
         min_bootloader=args.min_bootloader,
@@ -192,7 +192,8 @@ def add_parsers(sub: Any) -> None:
     make.add_argument("out")
     make.add_argument("--version", required=True)
     make.add_argument("--board", action="append", required=True, choices=["rpi4", "rpi5", "x86-64"])
-    make.add_argument("--boot", required=True, help="boot slot image (FAT)")
+    make.add_argument("--boot-a", required=True, help="slot A's boot image (FAT; names root_a)")
+    make.add_argument("--boot-b", required=True, help="slot B's boot image (FAT; names root_b)")
     make.add_argument("--root", required=True, help="root slot image (ext4)")
     make.add_argument("--key", required=True, help="PEM ed25519 private signing key")
     make.add_argument("--min-bootloader", default="2023-01-01")

@@ -11,11 +11,13 @@ One GPT disk, the same on a Raspberry Pi 4/5 and on an x86-64 mini PC::
 
 A slot is a (boot, root) pair; the firmware picks the slot by the boot partition's number
 (``boot_partition=2`` is slot A, ``3`` is slot B) and that slot's ``cmdline.txt`` names its root
-by PARTUUID.
+by PARTUUID. Every card has the same PARTUUIDs (:func:`partuuid`), so a boot image made for slot
+B names root_b on every card ever flashed; an update carries one boot image per slot.
 """
 
 from __future__ import annotations
 
+import uuid
 from dataclasses import dataclass
 
 MIB = 1024 * 1024
@@ -44,6 +46,12 @@ DATA = Partition(6, "data", "ext4", 256)
 
 PARTITIONS = (BOOTCONFIG, BOOT_A, BOOT_B, ROOT_A, ROOT_B, DATA)
 FIRST_LBA_MIB = 1  # the first partition starts at 1 MiB; every partition is MiB-aligned
+NAMESPACE = uuid.UUID("6d617879-2d69-6d61-6765-2d6c61796f75")  # "maxy-image-layou"
+
+
+def partuuid(part: Partition) -> str:
+    """The fixed GPT unique GUID (PARTUUID) of one partition, lower case."""
+    return str(uuid.uuid5(NAMESPACE, f"partition:{part.name}"))
 
 
 @dataclass(frozen=True)

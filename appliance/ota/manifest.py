@@ -3,21 +3,26 @@
 ``manifest.json`` (UTF-8 JSON; the signature covers these exact bytes)::
 
     {
-      "format": 1,
+      "format": 2,
       "version": "1.4.0",                       PEP 440 or semver
       "boards": ["rpi4", "rpi5"],               any of rpi4, rpi5, x86-64
       "min_bootloader": "2023-01-01",           Pi bootloader build date tryboot needs
       "created": "2026-05-01T10:00:00Z",
       "key_id": "3f2a…",                        the key that signed manifest.sig
       "payloads": {
-        "boot": {"sha256": …, "size": …, "compressed_sha256": …, "compressed_size": …},
-        "root": {…}
+        "boot_a": {"sha256": …, "size": …, "compressed_sha256": …, "compressed_size": …},
+        "boot_b": {…},                          slot B's boot image: cmdline.txt names root_b
+        "root": {…}                             one root image, the same for either slot
       },
       "next_key": {                             optional: key rotation
         "key_id": "…", "public_key": "-----BEGIN PUBLIC KEY-----…",
         "signature": "<base64 ed25519 signature of NEXT_KEY_CONTEXT + raw public key>"
       }
     }
+
+A boot image names its slot's root partition (``root=PARTUUID=`` in cmdline.txt), so a bundle
+carries one per slot and ``apply`` writes the one made for the slot it installs into. (Format 1
+carried one boot image, slot A's, which would have started slot B on slot A's old root.)
 
 ``sha256``/``size`` describe the uncompressed slot image (what ends up on the partition);
 ``compressed_*`` the zstd member in the tar. ``next_key.signature`` is made by the signing key, so
@@ -36,12 +41,13 @@ from typing import Any
 
 from appliance.ota.errors import CompatibilityError, ManifestError, SignatureError
 from appliance.ota.keys import TrustStore, key_id, parse_public_pem, raw_public
+from appliance.ota.layout import Slot
 from appliance.ota.versions import InvalidVersion, Version
 
-FORMAT = 1
+FORMAT = 2
 BOARDS = ("rpi4", "rpi5", "x86-64")
 PI_BOARDS = frozenset({"rpi4", "rpi5"})
-PAYLOAD_NAMES = ("boot", "root")
+PAYLOAD_NAMES = ("boot_a", "boot_b", "root")
 MANIFEST_MEMBER = "manifest.json"
 SIGNATURE_MEMBER = "manifest.sig"
 MEMBERS = (MANIFEST_MEMBER, SIGNATURE_MEMBER, *(f"{name}.img.zst" for name in PAYLOAD_NAMES))
@@ -54,7 +60,7 @@ _KEY_ID = re.compile(r"^[0-9a-f]{16}$")
 class Payload:
     """One slot image in the bundle."""
 
-    name: str  # "boot" or "root"
+    name: str  # "boot_a", "boot_b" or "root"
     sha256: str
     size: int
     compressed_sha256: str
@@ -105,10 +111,15 @@ class Manifest:
     next_key: NextKey | None
     raw: bytes
 
+    def for_slot(self, slot: Slot) -> tuple[Payload, Payload]:
+        """The (boot, root) payloads that go into ``slot``."""
+        return self.payloads[f"boot_{slot.name}"], self.payloads["root"]
+
     @property
     def total_size(self) -> int:
-        """Bytes the slot images take once written."""
-        return sum(p.size for p in self.payloads.values())
+        """Bytes one slot's images take once written (the larger boot image and the root)."""
+        boot = max(self.payloads["boot_a"].size, self.payloads["boot_b"].size)
+        return boot + self.payloads["root"].size
 
     def summary(self) -> dict[str, Any]:
         """What a UI shows about the bundle."""

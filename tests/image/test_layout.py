@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from appliance.ota.layout import FIRST_LBA_MIB, MIB, PARTITIONS, TYPE_FAT, TYPE_LINUX
+from appliance.ota.layout import FIRST_LBA_MIB, MIB, PARTITIONS, TYPE_FAT, TYPE_LINUX, partuuid
 from image import disk
 from tests.image.conftest import Card
 
@@ -47,6 +47,6 @@ def test_every_card_has_the_same_fixed_partition_ids(card: Card) -> None:
     # The bundle's boot image names its root by PARTUUID: every card must carry the same ones.
     assert card.table["id"] == disk.disk_guid().upper()
     for part, expected in zip(card.table["partitions"], PARTITIONS, strict=True):  # type: ignore[call-overload]
-        assert part["uuid"] == disk.partuuid(expected).upper()
+        assert part["uuid"] == partuuid(expected).upper()
     uuids = [p["uuid"] for p in card.table["partitions"]]  # type: ignore[attr-defined]
     assert len(set(uuids)) == len(uuids)

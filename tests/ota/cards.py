@@ -25,7 +25,17 @@ from pathlib import Path
 from appliance.ota.autoboot import DEFAULT_CONTENT, select_boot
 from appliance.ota.bundle import create_bundle
 from appliance.ota.keys import generate_key
-from appliance.ota.layout import MIB, PARTITIONS, SLOT_A, TYPE_FAT, TYPE_LINUX, Slot
+from appliance.ota.layout import (
+    MIB,
+    PARTITIONS,
+    SLOT_A,
+    SLOTS,
+    TYPE_FAT,
+    TYPE_LINUX,
+    Slot,
+    other,
+    partuuid,
+)
 from tests.conftest import base_environ
 
 MTOOLS = {**os.environ, "MTOOLS_SKIP_CHECK": "1", "MTOOLSRC": "/dev/null"}
@@ -78,30 +88,50 @@ def ext4_image(path: Path, size_mib: int, files: Mapping[str, bytes]) -> Path:
 
 @dataclass(frozen=True)
 class SlotImages:
-    """A boot and a root image of one release."""
+    """The boot images (one per slot) and the root image of one release."""
 
     version: str
-    boot: Path
+    boot_a: Path
+    boot_b: Path
     root: Path
 
-    def hashes(self) -> tuple[str, str]:
-        return sha256(self.boot.read_bytes()), sha256(self.root.read_bytes())
+    def boot(self, slot: Slot) -> Path:
+        """The boot image made for ``slot`` (its cmdline.txt names the slot's root)."""
+        return self.boot_a if slot is SLOT_A else self.boot_b
+
+    def hashes(self, slot: Slot) -> tuple[str, str]:
+        """What ``slot`` holds once this release is written into it."""
+        return sha256(self.boot(slot).read_bytes()), sha256(self.root.read_bytes())
 
 
-def slot_images(folder: Path, version: str, sizes: Mapping[str, int] = SMALL_MIB) -> SlotImages:
-    """Boot (FAT) and root (ext4) images of ``version``, exactly partition-sized."""
+def cmdline(slot: Slot, root: str | None = None) -> bytes:
+    """A slot's cmdline.txt as the image builder writes it: its own root by PARTUUID."""
+    return f"console=tty0 root=PARTUUID={root or partuuid(slot.root)} ro rootwait\n".encode()
+
+
+def slot_images(
+    folder: Path, version: str, sizes: Mapping[str, int] = SMALL_MIB, *, swapped: bool = False
+) -> SlotImages:
+    """Boot (FAT, one per slot) and root (ext4) images of ``version``, exactly partition-sized.
+
+    ``swapped``: each boot image names the OTHER slot's root (a wrongly made bundle).
+    """
     folder.mkdir(parents=True, exist_ok=True)
-    boot = fat_image(folder / f"boot-{version}.img", sizes["boot_a"], {
-        "config.txt": b"arm_64bit=1\nkernel=vmlinuz\n",
-        "cmdline.txt": b"root=PARTUUID=placeholder ro rootwait\n",
-        "version.txt": version.encode() + b"\n",
-        "vmlinuz": os.urandom(64 * 1024),
-    })  # fmt: skip
+    kernel = os.urandom(64 * 1024)
+    boots = {}
+    for slot in SLOTS:
+        names = other(slot) if swapped else slot
+        boots[slot.name] = fat_image(folder / f"boot_{slot.name}-{version}.img", sizes["boot_a"], {
+            "config.txt": b"arm_64bit=1\nkernel=vmlinuz\n",
+            "cmdline.txt": cmdline(names),
+            "version.txt": version.encode() + b"\n",
+            "vmlinuz": kernel,
+        })  # fmt: skip
     root = ext4_image(folder / f"root-{version}.img", sizes["root_a"], {
         "etc/maxy-version": version.encode() + b"\n",
         "usr/bin/maxy": os.urandom(512 * 1024),
     })  # fmt: skip
-    return SlotImages(version, boot, root)
+    return SlotImages(version, boots["a"], boots["b"], root)
 
 
 def sfdisk_script(sizes: Mapping[str, int]) -> str:
@@ -111,7 +141,8 @@ def sfdisk_script(sizes: Mapping[str, int]) -> str:
     for part in PARTITIONS:
         size = sizes[part.name] * MIB // SECTOR
         kind = TYPE_FAT if part.fs == "vfat" else TYPE_LINUX
-        lines.append(f"start={start}, size={size}, type={kind}, name={part.name}")
+        lines.append(f"start={start}, size={size}, type={kind}, "
+                     f"uuid={partuuid(part).upper()}, name={part.name}")  # fmt: skip
         start += size
     return "\n".join(lines) + "\n"
 
@@ -144,9 +175,9 @@ def build_card(
     bootconfig = fat_image(path.with_name(path.name + ".bootconfig"), sizes["bootconfig"],
                            {"autoboot.txt": autoboot}, bits=fat_bits)  # fmt: skip
     table = partition_table(path)
-    images = {1: bootconfig, 2: a.boot, 4: a.root}
+    images = {1: bootconfig, 2: a.boot_a, 4: a.root}
     if b is not None:
-        images.update({3: b.boot, 5: b.root})
+        images.update({3: b.boot_b, 5: b.root})
     with path.open("r+b") as card:
         for number, image in images.items():
             data = image.read_bytes()
@@ -162,6 +193,21 @@ def read_partition(card: Path, number: int) -> bytes:
     with card.open("rb") as handle:
         handle.seek(offset)
         return handle.read(size)
+
+
+def mtype_cmdline(card: Path, slot: Slot) -> str:
+    """The slot's cmdline.txt as mtools (not our parser) reads it from its boot partition."""
+    offset = partition_table(card)[slot.boot.number][0]
+    return run("mtype", "-i", f"{card}@@{offset}", "::/cmdline.txt", env=MTOOLS)
+
+
+def gpt_partuuid(card: Path, number: int) -> str:
+    """A partition's PARTUUID as sfdisk reads the card, lower case."""
+    table = json.loads(run("sfdisk", "--json", str(card)))["partitiontable"]
+    for part in table["partitions"]:
+        if part["node"].endswith(str(number)) and part["node"][len(str(card)):] == str(number):
+            return str(part["uuid"]).lower()
+    raise KeyError(number)
 
 
 def mtype_autoboot(card: Path) -> bytes:
@@ -292,7 +338,8 @@ def make_bundle(
     version = version or images.version
     return create_bundle(
         folder / f"maxy-{version}-{'-'.join(boards)}.maxyupdate", version=version, boards=boards,
-        boot_image=images.boot, root_image=images.root, signing_key=signer.private,
+        boot_images={"a": images.boot_a, "b": images.boot_b}, root_image=images.root,
+        signing_key=signer.private,
         min_bootloader=min_bootloader, next_key=next_key.public if next_key else None,
     )  # fmt: skip
 

@@ -58,11 +58,13 @@ def make_bundle(
     folder.mkdir(parents=True, exist_ok=True)
     images = folder / f".images-{name}"
     images.mkdir()
-    boot, root = images / "boot.img", images / "root.img"
-    boot.write_bytes(b"BOOT" * 4096 + seed + os.urandom(4096))
+    boot_a, boot_b, root = images / "boot_a.img", images / "boot_b.img", images / "root.img"
+    boot_a.write_bytes(b"BOOT" * 4096 + seed + os.urandom(4096))
+    boot_b.write_bytes(b"BOOT" * 4096 + seed + os.urandom(4096))
     root.write_bytes(b"ROOT" * 16384 + seed + os.urandom(4096))
     out = create_bundle(
-        folder / name, version=version, boards=boards, boot_image=boot, root_image=root,
+        folder / name, version=version, boards=boards, boot_images={"a": boot_a, "b": boot_b},
+        root_image=root,
         signing_key=signer or keys.trusted,
     )  # fmt: skip
     shutil.rmtree(images)

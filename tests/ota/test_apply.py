@@ -22,11 +22,14 @@ from tests.ota.cards import (
     Signer,
     SimDevice,
     SlotImages,
+    gpt_partuuid,
     make_bundle,
     mtype_autoboot,
+    mtype_cmdline,
     ota,
     progress_lines,
     read_partition,
+    slot_images,
 )
 
 
@@ -45,8 +48,12 @@ def test_apply_writes_exactly_the_bundle_and_arms_one_trial_boot(
     assert list(dict.fromkeys(phases)) == [*APPLY_PHASES, "done"]  # every phase, in order
     assert all(0 <= line["done"] <= line["total"] for line in lines)  # type: ignore[operator]
     # the inactive slot holds exactly the bundle's images, byte for byte
-    assert read_partition(device.card, SLOT_B.boot.number) == new.boot.read_bytes()
+    assert read_partition(device.card, SLOT_B.boot.number) == new.boot_b.read_bytes()
     assert read_partition(device.card, SLOT_B.root.number) == new.root.read_bytes()
+    # ... the boot image made for slot B: the trial starts root_b, never the old root_a
+    root_b = gpt_partuuid(device.card, SLOT_B.root.number)
+    assert f"root=PARTUUID={root_b}" in mtype_cmdline(device.card, SLOT_B).split()
+    assert root_b != gpt_partuuid(device.card, SLOT_A.root.number)
     assert device.slot_hashes(SLOT_A) == committed  # the committed slot is untouched
     assert mtype_autoboot(device.card) == render(SLOT_A, SLOT_B)
     assert device.reboot_param.read_text() == "0 tryboot"
@@ -74,6 +81,27 @@ def test_apply_writes_exactly_the_bundle_and_arms_one_trial_boot(
     assert device.slot_hashes(SLOT_A) == committed
 
 
+def test_a_boot_image_naming_another_slots_root_is_never_armed(
+    tmp_path: Path, device: SimDevice, release_key: Signer
+) -> None:
+    """A bundle whose slot-B boot image would start root_a: written, read back, refused."""
+    wrong = slot_images(tmp_path / "wrong", "1.0.0", swapped=True)
+    bundle = make_bundle(tmp_path / "bundles", wrong, release_key)
+    committed, autoboot = device.slot_hashes(SLOT_A), mtype_autoboot(device.card)
+
+    done = ota(device, "apply", str(bundle), "--progress", "json", "--yes")
+
+    assert done.returncode == 1
+    root_a = gpt_partuuid(device.card, SLOT_A.root.number)
+    assert f"names {root_a} but slot b's root partition is" in done.stderr
+    assert "Nothing was armed" in done.stderr.splitlines()[-1]
+    assert progress_lines(done.stdout)[-1]["phase"] == "error"
+    assert not device.armed() and not device.reboots.exists()
+    assert mtype_autoboot(device.card) == autoboot and device.slot_hashes(SLOT_A) == committed
+    assert device.boot() is SLOT_A
+    assert device.state()["history"][-1]["outcome"] == "apply-failed"  # type: ignore[index]
+
+
 @pytest.fixture
 def served(tmp_path: Path) -> Iterator[tuple[str, Path]]:
     """A real HTTP server on loopback serving a folder."""
@@ -98,7 +126,7 @@ def test_apply_streams_a_bundle_from_a_url(
     bundle = make_bundle(folder, releases["1.0.0"], release_key)
     done = ota(device, "apply", f"{base}/{bundle.name}", "--progress", "json", "--yes")
     assert done.returncode == 0, done.stderr
-    assert device.slot_hashes(SLOT_B) == releases["1.0.0"].hashes()
+    assert device.slot_hashes(SLOT_B) == releases["1.0.0"].hashes(SLOT_B)
     assert device.armed()
 
     missing = ota(device, "apply", f"{base}/nothing.maxyupdate", "--yes", "--progress", "none")

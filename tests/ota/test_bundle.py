@@ -98,7 +98,7 @@ def bundle(tmp_path: Path, releases: dict[str, SlotImages], release_key: Signer)
     return make_bundle(tmp_path / "bundles", releases["1.0.0"], release_key)
 
 
-def test_a_bundle_is_a_tar_of_a_signed_manifest_and_two_payloads(
+def test_a_bundle_is_a_tar_of_a_signed_manifest_and_three_payloads(
     bundle: Path, releases: dict[str, SlotImages], release_key: Signer
 ) -> None:
     with tarfile.open(bundle, "r:") as tar:
@@ -108,8 +108,9 @@ def test_a_bundle_is_a_tar_of_a_signed_manifest_and_two_payloads(
     load_public_key(release_key.public).verify(files["manifest.sig"], files["manifest.json"])
     doc = json.loads(files["manifest.json"])
     images = releases["1.0.0"]
-    assert doc["version"] == "1.0.0" and doc["boards"] == ["rpi4"] and doc["format"] == 1
-    assert doc["payloads"]["boot"]["sha256"] == sha256(images.boot.read_bytes())
+    assert doc["version"] == "1.0.0" and doc["boards"] == ["rpi4"] and doc["format"] == 2
+    assert doc["payloads"]["boot_a"]["sha256"] == sha256(images.boot_a.read_bytes())
+    assert doc["payloads"]["boot_b"]["sha256"] == sha256(images.boot_b.read_bytes())
     assert doc["payloads"]["root"]["size"] == images.root.stat().st_size
     assert doc["payloads"]["root"]["compressed_sha256"] == sha256(files["root.img.zst"])
     manifest = verify_bundle(bundle, TrustStore.load(release_key.public.parent), board="rpi4",
@@ -132,7 +133,8 @@ def _spans(bundle: Path) -> dict[str, tuple[int, int]]:
 EXPECTED = {
     "manifest.json": SignatureError,
     "manifest.sig": SignatureError,
-    "boot.img.zst": PayloadError,
+    "boot_a.img.zst": PayloadError,
+    "boot_b.img.zst": PayloadError,
     "root.img.zst": PayloadError,
     "header of manifest.json": BundleError,
     "header of root.img.zst": BundleError,
@@ -203,7 +205,7 @@ def test_a_genuine_bundle_not_for_this_device_is_refused(
         device.set_firmware(2, built=None)
     elif case == "too big for the card":
         big = fat_image(tmp_path / "big-boot.img", 5, {"version.txt": b"1.0.0\n"})
-        images = SlotImages("1.0.0", big, images.root)
+        images = SlotImages("1.0.0", images.boot_a, big, images.root)
     bundle = make_bundle(tmp_path / "b", images, release_key, **options)  # type: ignore[arg-type]
     refused(device, bundle, error, match)
 
@@ -216,16 +218,16 @@ def test_an_x86_64_device_has_no_bootloader_date_to_check(
     device.set_firmware(2, built=None)
     bundle = make_bundle(tmp_path / "b", releases["1.0.0"], release_key, boards=("x86-64",))
     apply_in_process(device, bundle)
-    assert device.slot_hashes(SLOT_B) == releases["1.0.0"].hashes() and device.armed()
+    assert device.slot_hashes(SLOT_B) == releases["1.0.0"].hashes(SLOT_B) and device.armed()
 
 
 @pytest.mark.parametrize(
     ("case", "error", "match"),
     [
-        ("newer format", ManifestError, "format 2"),
+        ("newer format", ManifestError, "format 3"),
         ("missing payload", ManifestError, "payloads"),
         ("next key not cross-signed", SignatureError, "next_key"),
-        ("payloads swapped", BundleError, "where 'boot.img.zst' belongs"),
+        ("payloads swapped", BundleError, "where 'boot_a.img.zst' belongs"),
         ("extra member", BundleError, "unexpected member"),
         ("not a tar", BundleError, "not a .maxyupdate"),
         ("truncated", BundleError, "truncated"),
@@ -238,7 +240,7 @@ def test_a_malformed_bundle_is_refused(
     out = tmp_path / "bad.maxyupdate"
     key = release_key.private
     if case == "newer format":
-        rebuild(bundle, out, key, edit=lambda doc: doc.update(format=2))
+        rebuild(bundle, out, key, edit=lambda doc: doc.update(format=3))
     elif case == "missing payload":
         rebuild(bundle, out, key, edit=lambda doc: doc["payloads"].pop("root"))
     elif case == "next key not cross-signed":
@@ -253,7 +255,7 @@ def test_a_malformed_bundle_is_refused(
         rebuild(signed, out, key, edit=swap_signature)
     elif case == "payloads swapped":
         rebuild(bundle, out, key, order=["manifest.json", "manifest.sig", "root.img.zst",
-                                         "boot.img.zst"])  # fmt: skip
+                                         "boot_a.img.zst", "boot_b.img.zst"])  # fmt: skip
     elif case == "extra member":
         rebuild(bundle, out, key, extra={"evil.sh": b"#!/bin/sh\n"})
     elif case == "not a tar":

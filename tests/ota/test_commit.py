@@ -73,7 +73,7 @@ def test_a_healthy_trial_becomes_the_default(
     # From now on every boot, even after a power cut, starts the new slot.
     assert device.boot(power_cut=True) is SLOT_B
     assert device.boot() is SLOT_B
-    assert device.slot_hashes(SLOT_B) == releases["1.0.0"].hashes()
+    assert device.slot_hashes(SLOT_B) == releases["1.0.0"].hashes(SLOT_B)
     status = json.loads(ota(device, "status", "--json").stdout)
     assert status["slots"]["b"] == {"version": "1.0.0", "roles": ["committed", "running"]}
     again = ota(device, "commit")
@@ -145,8 +145,8 @@ def test_a_committed_next_key_signs_the_following_release(
     accepted = ota(device, "apply", str(following), "--yes", "--progress", "none")
     assert accepted.returncode == 0, accepted.stderr
     # Now slot A (no longer committed) holds 1.1.0 for its trial; slot B stays the default.
-    assert device.slot_hashes(SLOT_A) == releases["1.1.0"].hashes()
-    assert device.slot_hashes(SLOT_B) == releases["1.0.0"].hashes()
+    assert device.slot_hashes(SLOT_A) == releases["1.1.0"].hashes(SLOT_A)
+    assert device.slot_hashes(SLOT_B) == releases["1.0.0"].hashes(SLOT_B)
     assert mtype_autoboot(device.card) == render(SLOT_B, SLOT_A)
 
 

@@ -279,7 +279,7 @@ def test_a_confirmed_offer_is_installed_with_its_progress_recorded(
     for phase in ("verify", "write-boot", "write-root", "readback", "arm", "reboot"):
         assert phase in phases, phases
     assert "error" not in phases
-    assert device.slot_hashes(SLOT_B) == new.hashes(), "slot B holds exactly the bundle"
+    assert device.slot_hashes(SLOT_B) == new.hashes(SLOT_B), "slot B holds exactly the bundle"
     assert device.armed() and "reboot" in device.reboots.read_text()
     assert not paths.request.exists()
 

@@ -181,8 +181,8 @@ def test_every_power_cut_leaves_an_intact_slot_to_boot(
     bundle = templates["bundle"]
     assert isinstance(apply_template, SimDevice) and isinstance(commit_template, SimDevice)
     good: dict[Slot, tuple[str, str]] = {
-        SLOT_A: releases["0.1.0"].hashes(),
-        SLOT_B: releases["1.0.0"].hashes(),
+        SLOT_A: releases["0.1.0"].hashes(SLOT_A),
+        SLOT_B: releases["1.0.0"].hashes(SLOT_B),
     }
     commands = {
         "apply": ["apply", str(bundle), "--yes", "--progress", "json"],
