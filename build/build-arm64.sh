@@ -15,14 +15,14 @@
 # 3. MAXY_ARM64_CHROOT=/path/to/an/arm64/debian/root: the same steps in that chroot (make one with
 #    `debootstrap --arch=arm64 bookworm DIR` + qemu-user-static); needs root for chroot and mounts.
 #
-# Under emulation compiling llama-cpp-python takes one to two hours the first time; the wheel is
-# cached in $MAXY_CACHE_DIR/arm64/wheels and later builds take a few minutes.
+# Under emulation compiling llama-cpp-python takes one to two hours the first time; the wheel
+# (build/llama-wheel.sh: armv8-a, so a Pi 5's build also runs on a Pi 4) is cached in
+# $MAXY_CACHE_DIR/arm64/wheels/armv8-a and later builds take a few minutes.
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
 cache=${MAXY_CACHE_DIR:-$HOME/.cache/maxy}/arm64
 release=${MAXY_ARM64_DEBIAN:-bookworm}
-llama_version=0.3.36
 mkdir -p "$cache" "$root/dist/arm64"
 
 say() { printf '[build-arm64] %s\n' "$*" >&2; }
@@ -35,23 +35,18 @@ die() { printf '[build-arm64] FATAL %s\n' "$*" >&2; exit 1; }
 inner='set -euo pipefail
 export DEBIAN_FRONTEND=noninteractive
 if ! command -v python3 >/dev/null || ! command -v g++ >/dev/null || ! command -v cmake >/dev/null \
-   || ! python3 -c "import venv, ensurepip" 2>/dev/null || ! command -v git >/dev/null; then
+   || ! python3 -c "import venv, ensurepip" 2>/dev/null || ! python3 -m pip --version >/dev/null 2>&1 \
+   || ! command -v git >/dev/null; then
   apt-get update -qq
-  apt-get install -y -qq python3 python3-venv python3-dev build-essential cmake git binutils
+  apt-get install -y -qq python3 python3-venv python3-dev python3-pip build-essential cmake git binutils
 fi
 git config --global --add safe.directory /src
-mkdir -p /cache/wheels
-ls /cache/wheels/llama_cpp_python-'"$llama_version"'-*aarch64*.whl >/dev/null 2>&1 ||
-  python3 -m pip wheel --no-deps -w /cache/wheels "llama-cpp-python=='"$llama_version"'"
 MAXY_CACHE_DIR=/cache MAXY_DIST_DIR=/src/dist/arm64 MAXY_BUILD_OUT=/cache/out \
   PYTHON=python3 /src/build/build.sh "$@"
 '
 
 if [ "$(uname -m)" = aarch64 ]; then
   say "op=native release=$(. /etc/os-release && echo "${VERSION_CODENAME:-unknown}")"
-  [ -x "$cache/wheels" ] || mkdir -p "$cache/wheels"
-  ls "$cache/wheels"/llama_cpp_python-$llama_version-*aarch64*.whl >/dev/null 2>&1 ||
-    python3 -m pip wheel --no-deps -w "$cache/wheels" "llama-cpp-python==$llama_version"
   MAXY_CACHE_DIR=$cache MAXY_DIST_DIR=$root/dist/arm64 MAXY_BUILD_OUT=$cache/out \
     exec "$root/build/build.sh" "$@"
 fi

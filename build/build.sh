@@ -10,7 +10,8 @@
 # The build runs in its own virtualenv, $MAXY_CACHE_DIR/build-venv, holding only the runtime
 # dependencies of pyproject.toml and PyInstaller (the `freeze` group): nothing from `dev` or
 # `build` (pytest, playwright, numpy's converter friends, torch) can be frozen in by accident.
-# llama-cpp-python comes from the compiled wheel in $MAXY_CACHE_DIR/wheels (build/bootstrap.sh).
+# llama-cpp-python comes from the portable wheel in $MAXY_CACHE_DIR/wheels/<flavour>
+# (build/llama-wheel.sh): the binary runs on every CPU of its architecture, not only this one.
 #
 # Build metadata (version, git revision, build date) goes into the binary as
 # appliance/_build_info.json; the date is SOURCE_DATE_EPOCH, else the last commit's time, so two
@@ -43,9 +44,11 @@ vendor_stamp=$root/appliance/app/static/vendor/.vendor-stamp
 [ -f "$vendor_stamp" ] || die "the vendored browser libraries are missing: run \`just bootstrap\` first"
 [ -f "$root/schema/schema.cypher" ] || die "schema/schema.cypher is missing"
 
-# 1. The build virtualenv, reinstalled only when pyproject.toml or the interpreter changes.
+# 1. The build virtualenv, reinstalled only when pyproject.toml, the interpreter or the
+#    llama.cpp flags change.
+wheels=$(PYTHON=$python MAXY_CACHE_DIR=$cache "$root/build/llama-wheel.sh")
 stamp=$venv/.maxy-build-installed
-want=$(sha256sum "$root/pyproject.toml" | cut -d' ' -f1)-$("$python" -c 'import sys; print(sys.version.split()[0])')
+want=$(sha256sum "$root/pyproject.toml" | cut -d' ' -f1)-$("$python" -c 'import sys; print(sys.version.split()[0])')-$(sha256sum "$wheels/FLAGS" | cut -c1-12)
 if [ ! -x "$venv/bin/pyinstaller" ] || [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   say "op=install-venv path=$venv"
   rm -rf "$venv"
@@ -57,7 +60,8 @@ import sys, tomllib
 project = tomllib.load(open(sys.argv[1], "rb"))["project"]
 print("\n".join(project["dependencies"] + project["optional-dependencies"]["freeze"]))
 PY
-  "$venv/bin/pip" install --quiet --find-links "$cache/wheels" -r "$requirements"
+  "$venv/bin/pip" install --quiet --find-links "$wheels" -r "$requirements"
+  "$venv/bin/pip" install --quiet --no-deps --force-reinstall "$wheels"/llama_cpp_python-*.whl
   echo "$want" > "$stamp"
 fi
 

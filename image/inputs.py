@@ -63,6 +63,7 @@ BINARY_SOURCES = (
     "build/maxy.spec",
     "build/entry",
     "build/build.sh",
+    "build/llama-wheel.sh",
     "pyproject.toml",
 )
 

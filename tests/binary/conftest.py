@@ -26,6 +26,7 @@ SOURCES = [
     REPO / "build" / "maxy.spec",
     REPO / "build" / "entry",
     REPO / "build" / "build.sh",
+    REPO / "build" / "llama-wheel.sh",
     REPO / "pyproject.toml",
 ]
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import configparser
 import hashlib
+import subprocess
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
@@ -261,6 +262,24 @@ def test_maxy_binary_is_executable_and_for_the_architecture(card: Card) -> None:
     assert int.from_bytes(header[18:20], "little") == ELF_MACHINE[card.arch]
     if link.startswith("/opt/maxy/lib/"):
         assert ext4_stat(card.parts["root_a"], "/opt/maxy/lib/maxy/_internal") is not None
+
+
+def test_the_binarys_llama_cpp_runs_on_any_x86_64_v3_cpu(card: Card, tmp_path: Path) -> None:
+    """No AVX-512 in llama.cpp's CPU backend: the card must run on a mini PC and under qemu."""
+    if card.arch != "x86-64":
+        pytest.skip("the x86-64 card's check; an arm64 wheel is built for armv8-a")
+    if not card.has_binary:
+        pytest.skip("no binary")
+    internal = "/opt/maxy/lib/maxy/_internal"
+    found = [e for e in ext4_list(card.parts["root_a"], f"{internal}/llama_cpp/lib")
+             if e.name.startswith("libggml-cpu.so") and e.kind == "file"]  # fmt: skip
+    assert found, f"no libggml-cpu.so in {internal}/llama_cpp/lib"
+    library = tmp_path / found[0].name
+    library.write_bytes(ext4_read(card.parts["root_a"], f"{internal}/llama_cpp/lib/{library.name}"))
+    listing = subprocess.run(["objdump", "-d", "--no-show-raw-insn", str(library)],
+                             capture_output=True, text=True, check=True).stdout  # fmt: skip
+    assert "%ymm" in listing  # AVX2 is used ...
+    assert "%zmm" not in listing  # ... AVX-512 never (build/llama-wheel.sh)
 
 
 def test_enable_follows_install_sections(tmp_path: Path) -> None:
