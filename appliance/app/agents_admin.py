@@ -34,7 +34,7 @@ from starlette.routing import BaseRoute, Route
 from appliance.agents import knowledge, store
 from appliance.agents.errors import AgentStoreError
 from appliance.app import pages
-from appliance.app.auth import session_of
+from appliance.app.auth import require_lan
 from appliance.app.context import AppContext
 from appliance.rpc.protocol import ProtocolError, RemoteError, RpcUnavailable
 from appliance.web.bodies import json_object
@@ -60,10 +60,7 @@ async def _json_body(request: Request) -> dict[str, Any]:
     return await json_object(request, limit=MAX_BODY_BYTES, what="the agent", too_large=too_large)
 
 
-def _lan_only(request: Request) -> None:
-    session = session_of(request)
-    if session is None or session.network != "lan":
-        raise ApiError(403, "lan-only", "Agents can only be changed from the home network.")
+LAN_ONLY = "Agents can only be changed from the home network."
 
 
 def routes(ctx: AppContext) -> list[BaseRoute]:
@@ -87,7 +84,7 @@ def routes(ctx: AppContext) -> list[BaseRoute]:
     ) -> Callable[[Request], Awaitable[Response]]:
         async def endpoint(request: Request) -> Response:
             if changes:
-                _lan_only(request)
+                require_lan(request, LAN_ONLY)
             try:
                 body = await handler(request)
             except ApiError as err:

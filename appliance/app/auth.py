@@ -87,6 +87,13 @@ def session_of(conn: HTTPConnection) -> cookies.Session | None:
     return session if isinstance(session, cookies.Session) else None
 
 
+def require_lan(conn: HTTPConnection, why: str) -> None:
+    """Refuse (403 ``lan-only``) a change made from outside the home network, e.g. the tunnel."""
+    session = session_of(conn)
+    if session is None or session.network != "lan":
+        raise ApiError(403, "lan-only", why)
+
+
 def csrf_of(conn: HTTPConnection) -> str | None:
     """Return the CSRF token of this admin request's session, for ``<meta name="maxy-csrf">``."""
     token = conn.scope.get(CSRF_SCOPE_KEY)

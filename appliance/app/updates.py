@@ -37,7 +37,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 from starlette.types import ASGIApp
 
-from appliance.app.auth import session_of
+from appliance.app.auth import require_lan, session_of
 from appliance.app.context import AppContext
 from appliance.app.pages import SECTIONS, brand_of, json_api, render
 from appliance.logs import kv
@@ -159,14 +159,7 @@ async def _body(request: Request) -> dict[str, Any]:
     return await json_object(request, limit=MAX_BODY_BYTES, what="the request")
 
 
-def _lan(request: Request) -> None:
-    session = session_of(request)
-    if session is None or session.network != "lan":
-        raise ApiError(
-            403,
-            "lan-only",
-            "Updates are installed from the home network: open Maxy there to install one.",
-        )
+LAN_ONLY = "Updates are installed from the home network: open Maxy there to install one."
 
 
 def _parse_event_id(raw: str | None) -> tuple[int | None, int]:
@@ -277,7 +270,7 @@ def routes(ctx: AppContext) -> list[BaseRoute]:
         }
 
     async def confirm(request: Request) -> dict[str, Any]:
-        _lan(request)
+        require_lan(request, LAN_ONLY)
         offer = offer_of(await _body(request))
         not_busy()
         now = time.monotonic()
@@ -290,7 +283,7 @@ def routes(ctx: AppContext) -> list[BaseRoute]:
         return {"offer": offer.to_json(), "nonce": nonce, "expiresIn": int(CONFIRM_TTL_S)}
 
     async def install(request: Request) -> Response:
-        _lan(request)
+        require_lan(request, LAN_ONLY)
         data = await _body(request)
         offer = offer_of(data)
         nonce = data.get("nonce")
