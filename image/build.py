@@ -79,6 +79,7 @@ class Request:
     preset: Path | None = None
     signing_key: Path | None = None
     model: Path | None = None
+    claude_cli: str | None = None  # a Claude Code CLI version to put in the image (npm)
     small: bool = False
     mirror: str | None = None
     # Build every other layer when there is no maxy build for this architecture (the image
@@ -120,7 +121,7 @@ def _builder_hash() -> str:
     return digest.hexdigest()
 
 
-def _image_env(model: Path, neo4j_version: str) -> dict[str, str]:
+def _image_env(model: Path, neo4j_version: str, *, claude: bool = False) -> dict[str, str]:
     """The image's /etc/maxy/maxy.env (every name is a setting of appliance/config.py)."""
     env = {
         "MAXY_DATA_DIR": "/data",
@@ -135,6 +136,8 @@ def _image_env(model: Path, neo4j_version: str) -> dict[str, str]:
         "MAXY_HOST": "0.0.0.0",
         "MAXY_PORT": "19200",
     }
+    if claude:
+        env["MAXY_CLAUDE_BIN"] = "/opt/maxy/claude/claude"
     known = {setting.env for setting in SETTINGS}
     unknown = sorted(set(env) - known)
     if unknown:
@@ -194,6 +197,7 @@ def build(request: Request) -> Result:
     inputs.check_java(wheel, neo4j_version)
     model, model_sha = inputs.model_file(cache, request.model)
     preset = inputs.check_preset(request.preset)
+    claude = inputs.claude_cli(cache, arch, request.claude_cli) if request.claude_cli else None
     key = inputs.signing_key(cache, request.signing_key)
     if key.development:
         log.warning(
@@ -224,6 +228,7 @@ def build(request: Request) -> Result:
         "java": wheel.name,
         "model": model_sha,
         "preset": sha256_file(preset) if preset else None,
+        "claude": claude[1] if claude else None,
         "trust": key.key_id(),
         "sizes": sized,
         "builder": _builder_hash(),
@@ -255,7 +260,7 @@ def build(request: Request) -> Result:
             )
             root = RootSpec(
                 data_partuuid=partuuid(DATA),
-                env=_image_env(model, neo4j_version),
+                env=_image_env(model, neo4j_version, claude=claude is not None),
                 binary=binary.path if binary else None,
                 neo4j_dist=neo4j_dist,
                 neo4j_version=neo4j_version,
@@ -265,6 +270,7 @@ def build(request: Request) -> Result:
                 trust={key.key_id(): key.public_pem()},
                 cloudflared_unit=cloudflared,
                 preset=preset,
+                claude=claude[0] if claude else None,
             )
             spec = Spec(
                 arch=arch,
@@ -339,6 +345,7 @@ def build(request: Request) -> Result:
             "java": java_major,
             "neo4j": neo4j_version,
             "model": {"file": model.name, "sha256": model_sha},
+            "claude": {"version": request.claude_cli, "sha256": claude[1]} if claude else None,
             "binary": None
             if binary is None
             else {
@@ -409,6 +416,12 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--model", type=Path, help="GGUF embedding model (default: the dev model)")
     parser.add_argument(
+        "--claude-cli",
+        metavar="VERSION",
+        help="put this Claude Code CLI version (from npm) in the image; only if you may "
+        "redistribute it (its licence is Anthropic's)",
+    )
+    parser.add_argument(
         "--small",
         action="store_true",
         help="smaller boot/root/data partitions (tests); same content",
@@ -437,6 +450,7 @@ def main(argv: list[str] | None = None) -> int:
         preset=args.preset,
         signing_key=args.signing_key,
         model=args.model,
+        claude_cli=args.claude_cli,
         small=args.small,
         mirror=args.mirror,
         without_binary=args.without_binary,

@@ -16,6 +16,11 @@ an :class:`Inputs` record whose ``fingerprint()`` keys the build's output cache.
   Neo4j uses), unpacked into ``/opt/maxy/java`` (``JAVA_HOME``).
 - The embedding model: a GGUF from ``$MAXY_CACHE_DIR/models`` (``build/model.py`` makes the dev
   model) with its ``.sha256``; installed into ``/opt/maxy/models``.
+- Optionally (``--claude-cli VERSION``) the Claude Code CLI, the admin agent's program: the
+  native executable from npm's ``@anthropic-ai/claude-code-linux-<x64|arm64>``, cached in
+  ``$MAXY_CACHE_DIR/claude/<version>/``, installed as ``/opt/maxy/claude/claude`` (linked from
+  ``/usr/bin/claude``). Off by default: its licence is Anthropic's ("all rights reserved"), so
+  whoever builds an image to hand out must be entitled to redistribute it.
 - An optional account preset (JSON: owner, brand, default agent; ``appliance/firstboot.py``),
   installed as ``/etc/maxy/preset/account.json``, where ``maxy firstboot`` looks for it.
 - The OTA signing key: ``--signing-key`` or ``MAXY_OTA_SIGNING_KEY`` (PEM, ed25519); without
@@ -30,9 +35,12 @@ import importlib.util
 import logging
 import os
 import platform
+import re
 import shutil
 import subprocess
 import sys
+import tarfile
+import tempfile
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -56,6 +64,8 @@ WHEEL_PLATFORM = {"x86-64": "manylinux_2_17_x86_64", "arm64": "manylinux_2_17_aa
 ELF_MACHINE = {"x86-64": 0x3E, "arm64": 0xB7}
 HOST_ARCH = {"x86_64": "x86-64", "aarch64": "arm64"}.get(platform.machine(), platform.machine())
 DEV_MODEL = "all-minilm-l6-v2.f16.gguf"
+CLAUDE_PLATFORMS = {"x86-64": "linux-x64", "arm64": "linux-arm64"}
+CLAUDE_TESTED = "2.1.328"  # the CLI version the tests (and .ci/run) run
 # What dist/maxy-onedir is built from (tests/binary/conftest.py keeps the same list for dist/maxy).
 BINARY_SOURCES = (
     "appliance",
@@ -265,6 +275,56 @@ def model_file(cache_dir: Path, given: Path | None) -> tuple[Path, str]:
     if sums.is_file() and sums.read_text().split()[0] != digest:
         raise InputMissing(f"{path} does not match its checksum file {sums}; rebuild the model.")
     return path, digest
+
+
+def claude_cli(cache_dir: Path, arch: str, version: str) -> tuple[Path, str]:
+    """The Claude Code CLI's native executable for ``arch``, and its sha256 (made once, cached).
+
+    The npm package ``@anthropic-ai/claude-code-linux-<x64|arm64>`` carries it as
+    ``package/claude``; ``npm pack`` fetches the tarball and checks it against the integrity the
+    registry publishes for that version, so what lands in the cache is what was published.
+    """
+    if not re.fullmatch(r"\d+\.\d+\.\d+", version):
+        raise InputMissing(f"--claude-cli wants a version like 2.1.328 (got {version!r}).")
+    platform_name = CLAUDE_PLATFORMS[arch]
+    folder = cache_dir / "claude" / version / platform_name
+    executable, sums = folder / "claude", folder / "claude.sha256"
+    if not (executable.is_file() and sums.is_file()):
+        npm = shutil.which("npm")
+        if npm is None:
+            raise InputMissing("npm is needed to fetch the Claude Code CLI: apt-get install npm")
+        package = f"@anthropic-ai/claude-code-{platform_name}@{version}"
+        folder.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryDirectory(prefix=".pack-", dir=folder) as scratch:
+            log.info("[image] op=fetch-claude package=%s", package)
+            done = subprocess.run(
+                [npm, "pack", "--silent", "--pack-destination", scratch, package],
+                capture_output=True, text=True, check=False,
+            )  # fmt: skip
+            tarballs = sorted(Path(scratch).glob("*.tgz"))
+            if done.returncode != 0 or len(tarballs) != 1:
+                raise InputMissing(
+                    f"npm pack {package} failed (exit {done.returncode}): "
+                    f"{done.stderr.strip()[-500:]}"
+                )
+            staged = Path(scratch) / "claude"
+            with tarfile.open(tarballs[0]) as tar:
+                member = tar.extractfile("package/claude")
+                if member is None:
+                    raise InputMissing(f"{package} has no package/claude executable.")
+                with staged.open("wb") as out:
+                    shutil.copyfileobj(member, out)
+            staged.chmod(0o755)
+            if elf_machine(staged) != ELF_MACHINE[arch]:
+                raise InputMissing(f"{package}'s executable is not an {arch} program.")
+            staged.replace(executable)
+        sums.write_text(f"{sha256_file(executable)}  claude\n")
+    digest = sha256_file(executable)
+    if sums.read_text().split()[0] != digest:
+        raise InputMissing(
+            f"{executable} does not match {sums}; delete {folder}, then build again."
+        )
+    return executable, digest
 
 
 def check_preset(path: Path | None) -> Path | None:

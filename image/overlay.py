@@ -67,6 +67,7 @@ class RootSpec:
     trust: dict[str, str]  # key id → public PEM
     cloudflared_unit: str
     preset: Path | None = None
+    claude: Path | None = None  # the Claude Code CLI's executable (image/inputs.claude_cli)
 
 
 def copy_static(tree: Path, static: Path = STATIC) -> None:
@@ -142,8 +143,20 @@ def _copy_tree(source: Path, target: Path) -> None:
     os.chown(target, 0, 0)
 
 
+def install_claude(tree: Path, executable: Path) -> Path:
+    """Install the Claude Code CLI as /opt/maxy/claude/claude, on PATH as /usr/bin/claude."""
+    target = tree / OPT / "claude" / "claude"
+    target.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(executable, target)
+    target.chmod(0o755)
+    link = tree / "usr" / "bin" / "claude"
+    link.unlink(missing_ok=True)
+    link.symlink_to("/" + str(OPT / "claude" / "claude"))
+    return target
+
+
 def install_payloads(tree: Path, spec: RootSpec) -> None:
-    """Install the binary, Neo4j, Java, the model, trust roots, preset and cloudflared's unit."""
+    """Install the binary, Neo4j, Java, the model, trust roots, preset, claude, cloudflared."""
     opt = tree / OPT
     opt.mkdir(parents=True, exist_ok=True)
     usr_bin = tree / "usr" / "bin" / "maxy"
@@ -180,6 +193,8 @@ def install_payloads(tree: Path, spec: RootSpec) -> None:
         preset = tree / "etc" / "maxy" / "preset"
         preset.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(spec.preset, preset / "account.json")
+    if spec.claude is not None:
+        install_claude(tree, spec.claude)
     (tree / "usr/lib/systemd/system/cloudflared.service").write_text(spec.cloudflared_unit)
     for path in (opt, tree / "etc" / "maxy"):
         for root, dirs, files in os.walk(path):
