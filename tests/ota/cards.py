@@ -205,7 +205,7 @@ def gpt_partuuid(card: Path, number: int) -> str:
     """A partition's PARTUUID as sfdisk reads the card, lower case."""
     table = json.loads(run("sfdisk", "--json", str(card)))["partitiontable"]
     for part in table["partitions"]:
-        if part["node"].endswith(str(number)) and part["node"][len(str(card)):] == str(number):
+        if part["node"].removeprefix(str(card)) == str(number):
             return str(part["uuid"]).lower()
     raise KeyError(number)
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import base64
 import io
 import json
+import subprocess
 import tarfile
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
@@ -34,6 +35,7 @@ from appliance.ota.keys import TrustStore, key_id, load_private_key, load_public
 from appliance.ota.layout import SLOT_A, SLOT_B
 from appliance.ota.manifest import MEMBERS
 from appliance.ota.progress import Silent
+from tests.conftest import base_environ
 from tests.ota.cards import (
     Signer,
     SimDevice,
@@ -42,6 +44,7 @@ from tests.ota.cards import (
     make_bundle,
     make_device,
     make_signer,
+    maxy_ota,
     mtype_autoboot,
     sha256,
     trust,
@@ -118,6 +121,31 @@ def test_a_bundle_is_a_tar_of_a_signed_manifest_and_three_payloads(
     assert manifest.version == "1.0.0" and manifest.key_id == key_id(
         load_public_key(release_key.public)
     )
+
+
+def test_maxy_ota_bundle_signs_both_boot_images_and_the_root(
+    tmp_path: Path, releases: dict[str, SlotImages], release_key: Signer
+) -> None:
+    """The release command: a boot image per slot, else a usage error."""
+    images, out = releases["1.0.0"], tmp_path / "cli.maxyupdate"
+    common = ["--version", "1.0.0", "--board", "rpi4", "--root", str(images.root),
+              "--key", str(release_key.private)]  # fmt: skip
+    done = subprocess.run(
+        maxy_ota("bundle", str(out), *common, "--boot-a", str(images.boot_a),
+                 "--boot-b", str(images.boot_b)),
+        capture_output=True, text=True, env=base_environ(), check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    manifest = verify_bundle(out, TrustStore.load(release_key.public.parent), board="rpi4",
+                             current_version="0.1.0", full=True)  # fmt: skip
+    assert manifest.payloads["boot_a"].sha256 == sha256(images.boot_a.read_bytes())
+    assert manifest.payloads["boot_b"].sha256 == sha256(images.boot_b.read_bytes())
+    one_boot = subprocess.run(
+        maxy_ota("bundle", str(tmp_path / "x.maxyupdate"), *common, "--boot-a",
+                 str(images.boot_a)),
+        capture_output=True, text=True, env=base_environ(), check=False,
+    )  # fmt: skip
+    assert one_boot.returncode == 2 and "--boot-b" in one_boot.stderr
 
 
 def _spans(bundle: Path) -> dict[str, tuple[int, int]]:
