@@ -5,6 +5,10 @@ initramfs → the root slot read-only → the pre-init's /data and /etc, /var ov
 ``maxy firstboot`` (account from the preset) → Neo4j, engine, manager, app, edge. The edge's
 ``/healthz`` (which asks the engine) is polled through a forwarded port until it answers 200.
 The time to that first 200 is reported, never asserted.
+
+The second test installs a newer release's bundle into slot B of a copy of the card with
+``maxy ota``'s own apply, then starts slot B the way a Pi's tryboot would (a PC has no tryboot:
+the GPT's LegacyBIOSBootable attribute moves to boot_b) and checks that slot B boots ITS root.
 """
 
 from __future__ import annotations
@@ -13,18 +17,28 @@ import os
 import re
 import shutil
 import socket
+import struct
 import subprocess
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
 import pytest
 
-from tests.image.conftest import Card, report
+from appliance.config import load_settings
+from appliance.ota.apply import apply_update
+from appliance.ota.layout import BOOT_A, BOOT_B, ROOT_A, ROOT_B, partuuid
+from appliance.ota.progress import Silent
+from image import build as image_build
+from image.tools import ext4_list, ext4_read
+from tests.conftest import base_environ
+from tests.image.conftest import CACHE, PRESET, Card, report
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(3600)]
 
 BOOT_LIMIT = 40 * 60  # seconds; emulated, on two shared CPUs
+ILLEGAL_IN_LLAMA = re.compile(r"trap invalid opcode .* in libggml")
 
 
 def free_port() -> int:
@@ -40,12 +54,8 @@ def healthz(port: int) -> int | None:
         return None
 
 
-ILLEGAL_IN_LLAMA = re.compile(r"trap invalid opcode .* in libggml")
-
-
-def test_the_x86_card_boots_under_qemu_and_serves_healthz(
-    x86_card: Card, tmp_path: Path, request: pytest.FixtureRequest
-) -> None:
+def qemu_or_skip(card: Card) -> str:
+    """qemu-system-x86_64, or a skip saying why this test does not run."""
     if not os.environ.get("MAXY_TEST_QEMU"):
         pytest.skip(
             "boots the whole card under software emulation (many minutes on two cores): "
@@ -54,37 +64,35 @@ def test_the_x86_card_boots_under_qemu_and_serves_healthz(
     qemu = shutil.which("qemu-system-x86_64")
     if qemu is None:
         pytest.skip("qemu-system-x86_64 is not installed (apt-get install qemu-system-x86)")
-    if not x86_card.has_binary:
+    if not card.has_binary:
         pytest.skip("the card has no maxy binary")
+    return qemu
+
+
+@dataclass
+class Boot:
+    """What one emulated boot showed."""
+
+    first_answer: float | None  # seconds from power-on to the edge's first answer
+    status: int | None  # the last /healthz status
+    seconds: float
+    log: str  # the serial console
+    llama_cannot_run: bool
+    exit_code: int | None
+
+
+def boot(qemu: str, disk: Path, tmp_path: Path) -> Boot:
+    """Power the card on under qemu until /healthz answers 200 (or the limit); then off."""
     port = free_port()
     console = tmp_path / "console.log"
     command = [
-        qemu,
-        "-accel",
-        "tcg",
-        "-machine",
-        "pc",
-        "-cpu",
-        "max",
-        "-smp",
-        "2",
-        "-m",
-        "3072",
-        "-display",
-        "none",
-        "-monitor",
-        "none",
-        "-no-reboot",
-        "-serial",
-        f"file:{console}",
+        qemu, "-accel", "tcg", "-machine", "pc", "-cpu", "max", "-smp", "2", "-m", "3072",
+        "-display", "none", "-monitor", "none", "-no-reboot", "-serial", f"file:{console}",
         # The card is never changed: writes go to a temporary overlay.
-        "-drive",
-        f"file={x86_card.image},format=raw,if=virtio,snapshot=on",
-        "-netdev",
-        f"user,id=net0,hostfwd=tcp:127.0.0.1:{port}-:19200",
-        "-device",
-        "virtio-net-pci,netdev=net0",
-    ]
+        "-drive", f"file={disk},format=raw,if=virtio,snapshot=on",
+        "-netdev", f"user,id=net0,hostfwd=tcp:127.0.0.1:{port}-:19200",
+        "-device", "virtio-net-pci,netdev=net0",
+    ]  # fmt: skip
     started = time.monotonic()
     with (tmp_path / "qemu.log").open("wb") as qemu_log:
         proc = subprocess.Popen(command, stdout=qemu_log, stderr=subprocess.STDOUT)
@@ -112,25 +120,96 @@ def test_the_x86_card_boots_under_qemu_and_serves_healthz(
             proc.kill()
             proc.wait()
     log = console.read_text(errors="replace") if console.exists() else ""
-    # Boot chain, pre-init (/data, the overlays), first boot and the hardened edge unit.
-    assert first_answer is not None, (
-        f"the edge never answered on the forwarded port in {seconds:.0f} s (qemu exit "
-        f"{proc.returncode}); console:\n{log[-6000:]}"
+    return Boot(first_answer, status, seconds, log, llama_cannot_run, proc.returncode)
+
+
+def check_healthy(run: Boot) -> None:
+    """Boot chain, pre-init (/data, the overlays), first boot, the edge, then a 200."""
+    log = run.log
+    assert run.first_answer is not None, (
+        f"the edge never answered on the forwarded port in {run.seconds:.0f} s (qemu exit "
+        f"{run.exit_code}); console:\n{log[-6000:]}"
     )
     assert "maxy-preinit:" not in log, log[log.index("maxy-preinit:") - 200 :][:1000]
     assert "Failed to set up mount namespacing" not in log
     assert "Hostname set to <maxy>" in log
-    report(
-        request,
-        f"[image] qemu (TCG, no KVM, 2 vCPUs, 3 GB): power-on to the edge's first answer "
-        f"in {first_answer:.0f} s",
-    )
-    assert not llama_cannot_run, (
+    assert not run.llama_cannot_run, (
         "the engine died of an illegal instruction in llama.cpp: the binary's llama-cpp-python "
         "was compiled for the build machine's CPU, not by build/llama-wheel.sh (portable "
         f"x86-64-v3); console:\n{log[-6000:]}"
     )
-    assert status == 200, (
-        f"no 200 from /healthz after {seconds:.0f} s (last: {status}); console:\n{log[-6000:]}"
+    assert run.status == 200, (
+        f"no 200 from /healthz after {run.seconds:.0f} s (last: {run.status}); "
+        f"console:\n{log[-6000:]}"
     )
-    report(request, f"[image] qemu: power-on to the first /healthz 200 in {seconds:.0f} s")
+
+
+def kernel_command_line(log: str) -> list[str]:
+    """The kernel's command line as it printed it on the console."""
+    found = re.search(r"Kernel command line: (.*)", log)
+    assert found, f"no 'Kernel command line' on the console:\n{log[:4000]}"
+    return found.group(1).split()
+
+
+def test_the_x86_card_boots_under_qemu_and_serves_healthz(
+    x86_card: Card, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    qemu = qemu_or_skip(x86_card)
+    run = boot(qemu, x86_card.image, tmp_path)
+    if run.first_answer is not None:
+        report(
+            request,
+            f"[image] qemu (TCG, no KVM, 2 vCPUs, 3 GB): power-on to the edge's first answer "
+            f"in {run.first_answer:.0f} s",
+        )
+    check_healthy(run)
+    assert f"root=PARTUUID={partuuid(ROOT_A)}" in kernel_command_line(run.log)
+    report(request, f"[image] qemu: power-on to the first /healthz 200 in {run.seconds:.0f} s")
+
+
+def test_an_update_installed_into_slot_b_boots_slot_bs_own_root(
+    x86_card: Card, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    qemu = qemu_or_skip(x86_card)
+    wanted = image_build.Request(
+        arch="x86-64", out=tmp_path / "release", cache_dir=CACHE, version="0.2.0",
+        small=True, preset=PRESET,
+    )  # fmt: skip
+    newer = image_build.build(wanted)
+    disk = tmp_path / "card.img"
+    subprocess.run(["cp", "--sparse=always", str(x86_card.image), str(disk)], check=True)
+    trust = tmp_path / "trust"
+    trust.mkdir()
+    for entry in ext4_list(x86_card.parts["root_a"], "/etc/maxy/ota/trust"):
+        pem = ext4_read(x86_card.parts["root_a"], f"/etc/maxy/ota/trust/{entry.name}")
+        (trust / entry.name).write_bytes(pem)
+    firmware = tmp_path / "firmware"  # a PC has none: what a Pi's would say, slot A running
+    firmware.mkdir()
+    (firmware / "partition").write_bytes(struct.pack(">I", BOOT_A.number))
+    (firmware / "tryboot").write_bytes(struct.pack(">I", 0))
+    env = {
+        **base_environ(),
+        "MAXY_DATA_DIR": str(tmp_path / "data"),
+        "MAXY_OTA_DEVICE": str(disk),
+        "MAXY_OTA_TRUST_DIR": str(trust),
+        "MAXY_OTA_FIRMWARE_DIR": str(firmware),
+        "MAXY_OTA_BOARD": "x86-64",
+        "MAXY_OTA_BACKUP": "off",
+        "MAXY_OTA_REBOOT_PARAM": str(tmp_path / "reboot-param"),
+        "MAXY_OTA_REBOOT_COMMAND": "true",
+    }
+    manifest = apply_update(load_settings(env), newer.bundle, Silent())
+    assert manifest.version == "0.2.0"
+    assert (tmp_path / "reboot-param").read_text() == "0 tryboot"
+    # The PC's stand-in for the armed trial: its BIOS boot code starts boot_b instead.
+    subprocess.run(["sfdisk", "-q", "--part-attrs", str(disk), str(BOOT_A.number), ""], check=True)
+    subprocess.run(["sfdisk", "-q", "--part-attrs", str(disk), str(BOOT_B.number),
+                    "LegacyBIOSBootable"], check=True)  # fmt: skip
+
+    run = boot(qemu, disk, tmp_path)
+
+    words = kernel_command_line(run.log)
+    assert f"root=PARTUUID={partuuid(ROOT_B)}" in words, words
+    assert f"root=PARTUUID={partuuid(ROOT_A)}" not in words
+    check_healthy(run)
+    report(request, f"[image] qemu: slot B (0.2.0): first /healthz 200 in {run.seconds:.0f} s")
