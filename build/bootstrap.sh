@@ -17,16 +17,7 @@ minilm_version=0.1.0
 say() { printf '[bootstrap] %s\n' "$*" >&2; }
 die() { printf '[bootstrap] FATAL %s\n' "$*" >&2; exit 1; }
 
-python=${PYTHON:-}
-if [ -z "$python" ]; then
-  for candidate in python3.13 python3.12 python3.11 python3; do
-    if command -v "$candidate" >/dev/null 2>&1 &&
-       "$candidate" -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null; then
-      python=$candidate; break
-    fi
-  done
-fi
-[ -n "$python" ] || die "Python 3.11 or newer is needed: apt-get install python3 python3-venv"
+. "$root/build/python.sh"
 command -v cmake >/dev/null || command -v "$venv/bin/cmake" >/dev/null ||
   say "cmake not on PATH; pip will fetch it to compile llama-cpp-python"
 

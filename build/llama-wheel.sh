@@ -12,12 +12,13 @@
 # a wheel made with other flags is never picked up (the directory is the key).
 set -euo pipefail
 
+root=$(cd "$(dirname "$0")/.." && pwd)
 cache=${MAXY_CACHE_DIR:-$HOME/.cache/maxy}
 version=0.3.36
-python=${PYTHON:-python3}
 
 say() { printf '[llama-wheel] %s\n' "$*" >&2; }
 die() { printf '[llama-wheel] FATAL %s\n' "$*" >&2; exit 1; }
+. "$root/build/python.sh"
 
 case "$(uname -m)" in
   x86_64)

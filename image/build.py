@@ -48,7 +48,7 @@ from appliance.tunnel.unit import render_unit
 from image import disk, inputs, rpios
 from image.base import DEBIAN_ARCH, build_base
 from image.errors import BuildFailed, ImageError
-from image.overlay import RootSpec
+from image.overlay import CLAUDE, RootSpec
 from image.populate import Spec
 from image.tools import can_own_files, run, sha256_file, which
 
@@ -137,7 +137,7 @@ def _image_env(model: Path, neo4j_version: str, *, claude: bool = False) -> dict
         "MAXY_PORT": "19200",
     }
     if claude:
-        env["MAXY_CLAUDE_BIN"] = "/opt/maxy/claude/claude"
+        env["MAXY_CLAUDE_BIN"] = CLAUDE
     known = {setting.env for setting in SETTINGS}
     unknown = sorted(set(env) - known)
     if unknown:

@@ -25,6 +25,7 @@ from pathlib import Path
 STATIC = Path(__file__).resolve().parent / "rootfs"
 MAXY_UID = MAXY_GID = 990
 OPT = Path("opt/maxy")
+CLAUDE = "/" + str(OPT / "claude" / "claude")  # where --claude-cli puts the CLI (MAXY_CLAUDE_BIN)
 
 # The units `just image` enables; cloudflared is installed but waits for `maxy tunnel create`.
 ENABLED_UNITS = (
@@ -145,13 +146,13 @@ def _copy_tree(source: Path, target: Path) -> None:
 
 def install_claude(tree: Path, executable: Path) -> Path:
     """Install the Claude Code CLI as /opt/maxy/claude/claude, on PATH as /usr/bin/claude."""
-    target = tree / OPT / "claude" / "claude"
+    target = tree / CLAUDE.lstrip("/")
     target.parent.mkdir(parents=True, exist_ok=True)
     shutil.copyfile(executable, target)
     target.chmod(0o755)
     link = tree / "usr" / "bin" / "claude"
     link.unlink(missing_ok=True)
-    link.symlink_to("/" + str(OPT / "claude" / "claude"))
+    link.symlink_to(CLAUDE)
     return target
 
 

@@ -102,12 +102,13 @@ def _write(
                 "that does not change while it installs."
             )
         boot, root = manifest.for_slot(target)
-        for payload in (manifest.payloads[name] for name in PAYLOAD_NAMES):
-            if payload not in (boot, root):
+        into = {boot.name: ("boot", target.boot), root.name: ("root", target.root)}
+        for name in PAYLOAD_NAMES:
+            payload = manifest.payloads[name]
+            if name not in into:
                 reader.skip(payload)  # the other slot's boot image
                 continue
-            part = target.boot if payload is boot else target.root
-            kind = "boot" if payload is boot else "root"
+            kind, part = into[name]
             write_payload(
                 card, card.extent(part), reader.payload(payload), payload,
                 deadline=deadline, progress=progress, phase=f"write-{kind}",
