@@ -36,8 +36,12 @@ def fetch(cache_dir: Path, version: str) -> Path:
     print(f"[bootstrap] op=fetch-neo4j version={version}", file=sys.stderr)
     subprocess.run(
         [
-            mvn, "-B", "-q", "-C",
-            "-f", str(HERE / "neo4j" / "pom.xml"),
+            mvn,
+            "-B",
+            "-q",
+            "-C",
+            "-f",
+            str(HERE / "neo4j" / "pom.xml"),
             f"-Dneo4j.version={version}",
             "dependency:copy-dependencies",
             "-DincludeScope=runtime",

@@ -299,8 +299,10 @@ def claude_cli(cache_dir: Path, arch: str, version: str) -> tuple[Path, str]:
             log.info("[image] op=fetch-claude package=%s", package)
             done = subprocess.run(
                 [npm, "pack", "--silent", "--pack-destination", scratch, package],
-                capture_output=True, text=True, check=False,
-            )  # fmt: skip
+                capture_output=True,
+                text=True,
+                check=False,
+            )
             tarballs = sorted(Path(scratch).glob("*.tgz"))
             if done.returncode != 0 or len(tarballs) != 1:
                 raise InputMissing(

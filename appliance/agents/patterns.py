@@ -137,13 +137,46 @@ LANGUAGE_WORDS = {
     "nl": {"ik", "het", "een", "niet", "hoe", "wat", "waar", "wanneer", "jij"},
 }
 QUESTION_WORDS = {
-    "what", "why", "how", "when", "where", "who", "which", "can", "could", "do", "does", "is",
-    "are", "will", "would", "should", "wie", "was", "wo", "wann", "warum", "comment", "pourquoi",
-    "où", "quand", "qué", "cómo", "dónde", "cuándo",
-}  # fmt: skip
+    "what",
+    "why",
+    "how",
+    "when",
+    "where",
+    "who",
+    "which",
+    "can",
+    "could",
+    "do",
+    "does",
+    "is",
+    "are",
+    "will",
+    "would",
+    "should",
+    "wie",
+    "was",
+    "wo",
+    "wann",
+    "warum",
+    "comment",
+    "pourquoi",
+    "où",
+    "quand",
+    "qué",
+    "cómo",
+    "dónde",
+    "cuándo",
+}
 COMPLAINT_WORDS = {
-    "broken", "wrong", "terrible", "awful", "useless", "disappointed", "refund", "worst",
-}  # fmt: skip
+    "broken",
+    "wrong",
+    "terrible",
+    "awful",
+    "useless",
+    "disappointed",
+    "refund",
+    "worst",
+}
 FOLLOW_UP = {"and", "also", "more", "why", "else", "again", "continue", "then", "ok", "okay"}
 
 

@@ -100,10 +100,17 @@ def routes(ctx: AppContext) -> list[BaseRoute]:
 
     async def page(request: Request) -> Response:
         return pages.render(
-            ctx, request, "agents.html", "Agents", admin=True, section="agents",
-            sections=pages.SECTIONS, reserved=sorted(store.RESERVED),
-            max_subscriptions=store.MAX_SUBSCRIPTIONS, max_file_chars=store.MAX_FILE_CHARS,
-        )  # fmt: skip
+            ctx,
+            request,
+            "agents.html",
+            "Agents",
+            admin=True,
+            section="agents",
+            sections=pages.SECTIONS,
+            reserved=sorted(store.RESERVED),
+            max_subscriptions=store.MAX_SUBSCRIPTIONS,
+            max_file_chars=store.MAX_FILE_CHARS,
+        )
 
     async def list_agents(request: Request) -> Any:
         found = await run(store.list_all, agents_dir(), ctx.account.default_agent)

@@ -254,18 +254,26 @@ def routes(ctx: AppContext) -> list[BaseRoute]:
 
     async def admin_missing(request: Request) -> Response:
         return admin_page(
-            request, "shell.html", "Not found", "missing", empty="There is no such page.",
+            request,
+            "shell.html",
+            "Not found",
+            "missing",
+            empty="There is no such page.",
             status_code=404,
-        )  # fmt: skip
+        )
 
     async def data_page(request: Request) -> Response:
         return admin_page(request, "data.html", "Data", "data")
 
     async def graph_page(request: Request) -> Response:
         return admin_page(
-            request, "graph.html", "Graph", "graph", max_graph=MAX_GRAPH,
+            request,
+            "graph.html",
+            "Graph",
+            "graph",
+            max_graph=MAX_GRAPH,
             default_graph=DEFAULT_GRAPH,
-        )  # fmt: skip
+        )
 
     async def search_api(request: Request) -> dict[str, Any]:
         query = text_param(request, "q", required=True)
@@ -281,11 +289,17 @@ def routes(ctx: AppContext) -> list[BaseRoute]:
             props = hit.get("props") or {}
             title = title_of(props, labels)
             trace = hit.get("trace") or {}
-            results.append({
-                "id": hit["id"], "labels": labels, "title": title,
-                "snippet": snippet_of(props, title), "score": hit.get("score"),
-                "breakdown": breakdown(trace), "trace": trace,
-            })  # fmt: skip
+            results.append(
+                {
+                    "id": hit["id"],
+                    "labels": labels,
+                    "title": title,
+                    "snippet": snippet_of(props, title),
+                    "score": hit.get("score"),
+                    "breakdown": breakdown(trace),
+                    "trace": trace,
+                }
+            )
             for label in labels:
                 counts[label] = counts.get(label, 0) + 1
         return {
@@ -345,8 +359,14 @@ def shell_page(ctx: AppContext) -> Callable[[Request], Awaitable[Response]]:
     async def endpoint(request: Request) -> Response:
         title, empty = SECTIONS["sessions"]
         return render(
-            ctx, request, "shell.html", title, admin=True, section="sessions", sections=SECTIONS,
+            ctx,
+            request,
+            "shell.html",
+            title,
+            admin=True,
+            section="sessions",
+            sections=SECTIONS,
             empty=empty,
-        )  # fmt: skip
+        )
 
     return endpoint

@@ -79,18 +79,28 @@ def list_agents(ctx: AppContext) -> list[Agent]:
 def not_found(ctx: AppContext, request: Request) -> Response:
     """The public 404 page."""
     return pages.render(
-        ctx, request, "not_found.html", "Not found", admin=False, status_code=404,
+        ctx,
+        request,
+        "not_found.html",
+        "Not found",
+        admin=False,
+        status_code=404,
         path=request.url.path,
-    )  # fmt: skip
+    )
 
 
 def agent_response(ctx: AppContext, request: Request, agent: Agent) -> Response:
     """An agent's public page."""
     log.info("[public] op=page agent=%s", agent.slug)
     return pages.render(
-        ctx, request, "agent.html", agent.display_name, admin=False, agent=agent,
+        ctx,
+        request,
+        "agent.html",
+        agent.display_name,
+        admin=False,
+        agent=agent,
         max_chars=MAX_MESSAGE_CHARS,
-    )  # fmt: skip
+    )
 
 
 def routes(ctx: AppContext) -> list[BaseRoute]:

@@ -230,9 +230,10 @@ def routes(ctx: AppContext) -> list[BaseRoute]:
             )
         if not offer.verified:
             raise ApiError(
-                409, "offer-refused", f"This update was refused and cannot be installed: "
-                f"{offer.error}",
-            )  # fmt: skip
+                409,
+                "offer-refused",
+                f"This update was refused and cannot be installed: {offer.error}",
+            )
         if installed(offer, version()):
             raise ApiError(
                 409, "already-installed", f"{brand_of(ctx)} {offer.version} is already installed."
@@ -251,9 +252,15 @@ def routes(ctx: AppContext) -> list[BaseRoute]:
 
     async def page(request: Request) -> Response:
         return render(
-            ctx, request, "updates.html", "Updates", admin=True, section="updates",
-            sections=SECTIONS, version=version(),
-        )  # fmt: skip
+            ctx,
+            request,
+            "updates.html",
+            "Updates",
+            admin=True,
+            section="updates",
+            sections=SECTIONS,
+            version=version(),
+        )
 
     async def status(request: Request) -> dict[str, Any]:
         state = await run_in_threadpool(read_state, state_path(ctx))

@@ -1,10 +1,10 @@
 """Errors of the Neo4j instance management.
 
-    Neo4jSetupError
-    ├── JavaNotFound           no Java runtime new enough for this Neo4j release
-    ├── DistributionMissing    the Neo4j jars are not in the cache, or fail their checksums
-    ├── PasswordMismatch       the store was initialised with a password we no longer have
-    └── StartFailed            the server exited or never accepted Bolt connections
+Neo4jSetupError
+├── JavaNotFound           no Java runtime new enough for this Neo4j release
+├── DistributionMissing    the Neo4j jars are not in the cache, or fail their checksums
+├── PasswordMismatch       the store was initialised with a password we no longer have
+└── StartFailed            the server exited or never accepted Bolt connections
 """
 
 from __future__ import annotations

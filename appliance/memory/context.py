@@ -44,18 +44,31 @@ INTRO = "What Maxy's memory holds as this session starts (search memory for more
 CLOSED_TASK = ["done", "completed", "complete", "cancelled", "canceled", "failed", "closed"]
 INACTIVE_ALERT = ["resolved", "dismissed", "closed", "acknowledged", "inactive"]
 PRIORITY_RANK = {
-    "urgent": 0, "critical": 0, "highest": 0, "p0": 0,
-    "high": 1, "p1": 1,
-    "medium": 2, "normal": 2, "p2": 2,
-    "low": 3, "p3": 3,
-    "lowest": 4, "p4": 4,
-}  # fmt: skip
+    "urgent": 0,
+    "critical": 0,
+    "highest": 0,
+    "p0": 0,
+    "high": 1,
+    "p1": 1,
+    "medium": 2,
+    "normal": 2,
+    "p2": 2,
+    "low": 3,
+    "p3": 3,
+    "lowest": 4,
+    "p4": 4,
+}
 SEVERITY_RANK = {
-    "critical": 0, "urgent": 0,
-    "high": 1, "error": 1,
-    "medium": 2, "warning": 2, "warn": 2,
-    "low": 3, "info": 3,
-}  # fmt: skip
+    "critical": 0,
+    "urgent": 0,
+    "high": 1,
+    "error": 1,
+    "medium": 2,
+    "warning": 2,
+    "warn": 2,
+    "low": 3,
+    "info": 3,
+}
 _UNRANKED = 9.0
 
 

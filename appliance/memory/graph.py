@@ -69,9 +69,7 @@ class Graph:
     ) -> tuple[list[dict[str, Any]], Any]:
         """Run one statement; return its records as dicts and the result summary."""
         async with translate_errors(self.uri):
-            result = await self._driver.execute_query(
-                cypher, dict(params or {}), database_="neo4j"
-            )
+            result = await self._driver.execute_query(cypher, dict(params or {}), database_="neo4j")
         return [_plain(record.data()) for record in result.records], result.summary
 
     async def ping(self) -> float:

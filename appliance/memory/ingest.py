@@ -236,10 +236,12 @@ class Ingester:
         doc_id = known_id or document_id(caller.account_id, request.attachment_id)
         nodes = _plan(doc_id, request)
         if not nodes.sections:
-            raise rejected("ingest",
-                "empty-text", "The document has headings but no text under them.",
+            raise rejected(
+                "ingest",
+                "empty-text",
+                "The document has headings but no text under them.",
                 attachment=request.attachment_id,
-            )  # fmt: skip
+            )
         embedded, reused, failed, error = await self._embed(nodes, stored)
         if failed:
             log.warning(

@@ -61,10 +61,15 @@ async def _check(graph: Graph, caller: Caller, op: str, label: str, node_id: str
     if not rows:
         raise rejected("graph-write", "not-found", missing, op=op, label=label, id=node_id)
     if rows[0]["account"] != caller.account_id:
-        raise rejected("graph-write",
-            "invalid-account-id", missing, op=op, label=label, id=node_id,
+        raise rejected(
+            "graph-write",
+            "invalid-account-id",
+            missing,
+            op=op,
+            label=label,
+            id=node_id,
             account=caller.account_id,
-        )  # fmt: skip
+        )
     if not rows[0]["allowed"]:
         raise rejected(
             "graph-write",

@@ -52,14 +52,25 @@ class Route:
 # Names and identifiers match well by keyword; happenings are better found by meaning.
 ROUTES: dict[str, Route] = {
     "entity": Route(
-        ("Person", "LocalBusiness", "Service", "DefinedTerm", "Question", "Preference",
-         "Organization", "UserProfile", "Place", "Product"),
-        0.5, 0.5,
+        (
+            "Person",
+            "LocalBusiness",
+            "Service",
+            "DefinedTerm",
+            "Question",
+            "Preference",
+            "Organization",
+            "UserProfile",
+            "Place",
+            "Product",
+        ),
+        0.5,
+        0.5,
     ),
     "temporal": Route(("Event", "Task", "Message", "Conversation", "Report"), 0.6, 0.4),
     "event": Route(("Event", "Task", "Workflow", "Conversation"), 0.7, 0.3),
     "general": Route(None, 0.7, 0.3),
-}  # fmt: skip
+}
 
 
 # One candidate, projected only after guards and the top-$want cut: moving and decoding rows

@@ -507,9 +507,13 @@ class Engine:
                     continue
                 seen.add(row["id"])
                 subscribed.append(
-                    {"id": row["id"], "labels": labels, "props": _plain(row["props"]),
-                     "keyword": keyword}
-                )  # fmt: skip
+                    {
+                        "id": row["id"],
+                        "labels": labels,
+                        "props": _plain(row["props"]),
+                        "keyword": keyword,
+                    }
+                )
         return {
             "tagged": tagged,
             "subscribed": subscribed[:limit],

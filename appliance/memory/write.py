@@ -41,9 +41,19 @@ DOCUMENT_LABELS = frozenset(
     {"KnowledgeDocument", "DigitalDocument", "CreativeWork", "Report", "Section", "Article"}
 )
 RESERVED = frozenset(
-    {"id", "accountId", "embedding", "embeddingModel", "contentHash", "createdAt", "updatedAt",
-     "deletedAt", "scope", "agents"}
-)  # fmt: skip
+    {
+        "id",
+        "accountId",
+        "embedding",
+        "embeddingModel",
+        "contentHash",
+        "createdAt",
+        "updatedAt",
+        "deletedAt",
+        "scope",
+        "agents",
+    }
+)
 ENTITY_TEXT_CHARS = 1000
 _IDENTIFIER = re.compile(r"^[A-Za-z][A-Za-z0-9_]{0,63}$")
 _REL_TYPE = re.compile(r"^[A-Z][A-Z0-9_]{0,63}$")

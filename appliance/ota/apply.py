@@ -61,9 +61,16 @@ def _tunnel_connected(settings: Settings) -> bool:
 
 
 def _verify(
-    settings: Settings, source: str | Path, card: Card, target: Slot, *, board: str,
-    current: str, bootloader: int | None, progress: Progress,
-) -> tuple[Manifest, bytes]:  # fmt: skip
+    settings: Settings,
+    source: str | Path,
+    card: Card,
+    target: Slot,
+    *,
+    board: str,
+    current: str,
+    bootloader: int | None,
+    progress: Progress,
+) -> tuple[Manifest, bytes]:
     """First pass: everything about the bundle is checked; nothing is written."""
     deadline = Deadline("verify", settings.ota_verify_timeout, "MAXY_OTA_VERIFY_TIMEOUT")
     progress("verify", 0, 1, f"reading {source}")
@@ -88,9 +95,14 @@ def _verify(
 
 
 def _write(
-    settings: Settings, source: str | Path, card: Card, target: Slot, manifest: Manifest,
-    signature: bytes, progress: Progress,
-) -> None:  # fmt: skip
+    settings: Settings,
+    source: str | Path,
+    card: Card,
+    target: Slot,
+    manifest: Manifest,
+    signature: bytes,
+    progress: Progress,
+) -> None:
     """Second pass: stream the payloads into the inactive slot, then read them back."""
     deadline = Deadline("write", settings.ota_write_timeout, "MAXY_OTA_WRITE_TIMEOUT")
     with open_source(source) as stream:
@@ -110,19 +122,29 @@ def _write(
                 continue
             kind, part = into[name]
             write_payload(
-                card, card.extent(part), reader.payload(payload), payload,
-                deadline=deadline, progress=progress, phase=f"write-{kind}",
+                card,
+                card.extent(part),
+                reader.payload(payload),
+                payload,
+                deadline=deadline,
+                progress=progress,
+                phase=f"write-{kind}",
                 label=f"slot {target.name} {kind} (partition {part.number})",
-            )  # fmt: skip
+            )
         reader.finish()
     deadline = Deadline("readback", settings.ota_readback_timeout, "MAXY_OTA_READBACK_TIMEOUT")
     done, total = 0, boot.size + root.size
     progress("readback", 0, total, f"slot {target.name}")
     for payload, part in ((boot, target.boot), (root, target.root)):
         done = read_back(
-            card, card.extent(part), payload,
-            deadline=deadline, progress=progress, done=done, total=total,
-        )  # fmt: skip
+            card,
+            card.extent(part),
+            payload,
+            deadline=deadline,
+            progress=progress,
+            done=done,
+            total=total,
+        )
     check_root(card, target, manifest.version)
 
 
@@ -183,9 +205,15 @@ def apply_update(
         manifest: Manifest | None = None
         try:
             manifest, signature = _verify(
-                settings, source, card, target, board=board, current=current,
-                bootloader=view.firmware.build_timestamp, progress=progress,
-            )  # fmt: skip
+                settings,
+                source,
+                card,
+                target,
+                board=board,
+                current=current,
+                bootloader=view.firmware.build_timestamp,
+                progress=progress,
+            )
             progress("verify", 1, 1, f"{manifest.version} verified for {board}")
             if confirm is not None and not confirm(manifest, target):
                 raise StateError("not confirmed; nothing was written.")

@@ -57,8 +57,11 @@ def collect(settings: Settings) -> dict[str, Any]:
     booted = report["firmware"].get("bootedSlot")
     for slot in SLOTS:
         info = (state.doc["slots"].get(slot.name) if state else None) or {}
-        roles = [name for name, hit in (("committed", default == slot.name),
-                                        ("running", booted == slot.name)) if hit]  # fmt: skip
+        roles = [
+            name
+            for name, hit in (("committed", default == slot.name), ("running", booted == slot.name))
+            if hit
+        ]
         if info.get("writing"):
             roles.append(f"incomplete: writing {info['writing']} did not finish")
         slots[slot.name] = {"version": info.get("version"), "roles": roles}

@@ -103,8 +103,11 @@ def filesystem_of(device: Path) -> str | None:
     try:
         done = subprocess.run(
             ["blkid", "-p", "-o", "value", "-s", "TYPE", str(device)],
-            capture_output=True, text=True, timeout=LIST_TIMEOUT_S, check=False,
-        )  # fmt: skip
+            capture_output=True,
+            text=True,
+            timeout=LIST_TIMEOUT_S,
+            check=False,
+        )
     except (OSError, subprocess.TimeoutExpired) as err:
         raise StickError(f"blkid cannot probe {device}: {err}") from err
     kind = done.stdout.strip()
@@ -177,10 +180,15 @@ def copy_bundle(device: Path, fs: str, entry: Entry, folder: Path) -> tuple[Path
     written = 0
     env = {**os.environ, **MTOOLS_ENV, "LC_ALL": "C"}
     try:
-        with os.fdopen(fd, "wb") as out, subprocess.Popen(
-            _reader(device, fs, entry.name), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-            env=env,
-        ) as proc:  # fmt: skip
+        with (
+            os.fdopen(fd, "wb") as out,
+            subprocess.Popen(
+                _reader(device, fs, entry.name),
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                env=env,
+            ) as proc,
+        ):
             timer = threading.Timer(COPY_TIMEOUT_S, proc.kill)
             timer.start()
             try:
@@ -254,33 +262,50 @@ class Scanner:
     def _refused(self, entry: Entry, source: str, reason: str, sha256: str = "") -> Offer:
         ident = sha256[:16] or hashlib.sha256(f"{entry.name}\0{entry.size}".encode()).hexdigest()
         return Offer(
-            id=ident[:16], name=entry.name, size=entry.size, sha256=sha256, verified=False,
-            source=source, found_at=offers_mod.now_iso(), error=reason,
-        )  # fmt: skip
+            id=ident[:16],
+            name=entry.name,
+            size=entry.size,
+            sha256=sha256,
+            verified=False,
+            source=source,
+            found_at=offers_mod.now_iso(),
+            error=reason,
+        )
 
     def _offer(self, device: Path, fs: str, entry: Entry, source: str) -> Offer:
         def verdict(offer: Offer) -> Offer:
             log.info(
                 "[ota-usb] op=offer %s",
-                kv(device=device, file=entry.name, version=offer.version or "?",
-                   verdict="verified" if offer.verified else "refused",
-                   reason=offer.error or "-"),
-            )  # fmt: skip
+                kv(
+                    device=device,
+                    file=entry.name,
+                    version=offer.version or "?",
+                    verdict="verified" if offer.verified else "refused",
+                    reason=offer.error or "-",
+                ),
+            )
             return offer
 
         if entry.size > self.max_bytes:
-            return verdict(self._refused(
-                entry, source,
-                f"The file is {_human(entry.size)}; updates are at most {_human(self.max_bytes)}.",
-            ))  # fmt: skip
+            return verdict(
+                self._refused(
+                    entry,
+                    source,
+                    f"The file is {_human(entry.size)}; "
+                    f"updates are at most {_human(self.max_bytes)}.",
+                )
+            )
         self.paths.incoming.mkdir(parents=True, exist_ok=True)
         free = shutil.disk_usage(self.paths.incoming).free
         if free - entry.size < self.reserve_bytes:
-            return verdict(self._refused(
-                entry, source,
-                f"Not enough free space on the data partition to copy it ({_human(entry.size)} "
-                f"needed, {_human(free)} free, {_human(self.reserve_bytes)} kept in reserve).",
-            ))  # fmt: skip
+            return verdict(
+                self._refused(
+                    entry,
+                    source,
+                    f"Not enough free space on the data partition to copy it ({_human(entry.size)} "
+                    f"needed, {_human(free)} free, {_human(self.reserve_bytes)} kept in reserve).",
+                )
+            )
         try:
             temp, sha256 = copy_bundle(device, fs, entry, self.paths.incoming)
         except StickError as err:

@@ -78,8 +78,11 @@ def _key(text: str) -> Key:
         dev = (0, int(match["dev_n"] or 0)) if match["dev"] is not None else (1, 0)
         if match["pre"]:
             number = (_ident(match["pre_n"] or "0"),)
-            return _release(match["release"]), _PRE, (_PRE_RANK[match["pre"].lower()], "",
-                                                      number, dev)  # fmt: skip
+            return (
+                _release(match["release"]),
+                _PRE,
+                (_PRE_RANK[match["pre"].lower()], "", number, dev),
+            )
         if match["post"] is not None:
             return (
                 _release(match["release"]),

@@ -210,9 +210,14 @@ def create(settings: Settings, args: argparse.Namespace) -> int:
         f"Create Cloudflare tunnel {name}",
         "CloudflareTunnel",
         tunnel_id,
-        {"name": name, "tunnelId": tunnel_id, "status": "created",
-         "credentialsPath": str(credentials), "configPath": str(config_path)},
-    )  # fmt: skip
+        {
+            "name": name,
+            "tunnelId": tunnel_id,
+            "status": "created",
+            "credentialsPath": str(credentials),
+            "configPath": str(config_path),
+        },
+    )
     return 0
 
 
@@ -254,9 +259,12 @@ def status(settings: Settings, args: argparse.Namespace) -> int:
         "config": str(settings.cloudflared_config),
         "tunnel": facts["tunnel"],
         "hostnames": {h: roles.get(h, "public") for h in facts["hostnames"]},
-        **{k: v for k, v in asyncio.run(tunnel_health(settings.cloudflared_config)).items()
-           if k in ("configured", "process", "connected", "error")},
-    }  # fmt: skip
+        **{
+            k: v
+            for k, v in asyncio.run(tunnel_health(settings.cloudflared_config)).items()
+            if k in ("configured", "process", "connected", "error")
+        },
+    }
     if args.json:
         print(json.dumps(report, indent=2))
         return 0
@@ -284,9 +292,13 @@ def remove(settings: Settings, args: argparse.Namespace) -> int:
         save_roles(settings.tunnel_roles_path, roles)
         print(f"{host} no longer reaches Maxy (its DNS record stays; delete it in Cloudflare).")
         _record(
-            settings, "cloudflare-hostname-remove", f"Stop routing {host}", "CloudflareHostname",
-            host, {"hostname": host, "status": "removed"},
-        )  # fmt: skip
+            settings,
+            "cloudflare-hostname-remove",
+            f"Stop routing {host}",
+            "CloudflareHostname",
+            host,
+            {"hostname": host, "status": "removed"},
+        )
         return 0
     tunnel_id = doc.get("tunnel")
     if not tunnel_id:
@@ -298,9 +310,13 @@ def remove(settings: Settings, args: argparse.Namespace) -> int:
             path.unlink()
     print(f"Deleted tunnel {tunnel_id} and its configuration.")
     _record(
-        settings, "cloudflare-tunnel-remove", f"Delete Cloudflare tunnel {tunnel_id}",
-        "CloudflareTunnel", str(tunnel_id), {"tunnelId": str(tunnel_id), "status": "removed"},
-    )  # fmt: skip
+        settings,
+        "cloudflare-tunnel-remove",
+        f"Delete Cloudflare tunnel {tunnel_id}",
+        "CloudflareTunnel",
+        str(tunnel_id),
+        {"tunnelId": str(tunnel_id), "status": "removed"},
+    )
     return 0
 
 

@@ -97,8 +97,10 @@ async def _ready(metrics: str) -> dict[str, Any]:
     except (httpx.HTTPError, ValueError) as err:
         return {"connected": False, "error": f"{url}: {err.__class__.__name__}"}
     connections = int(body.get("readyConnections", 0)) if isinstance(body, dict) else 0
-    return {"connected": response.status_code == 200 and connections > 0,
-            "connections": connections}  # fmt: skip
+    return {
+        "connected": response.status_code == 200 and connections > 0,
+        "connections": connections,
+    }
 
 
 async def tunnel_health(config: Path) -> dict[str, Any]:

@@ -137,8 +137,15 @@ async def test_the_log_line_names_every_field(
     with caplog.at_level(logging.INFO, logger="appliance.agents.gateway"):
         await gateway(client, settings).screen(LONG, "admin")
     [line] = [r.getMessage() for r in caplog.records if "[inbound-gateway]" in r.getMessage()]
-    for part in ("channel=admin", "verdict=CLEAN", "intent=question", "lang=de",
-                 "complexity=complex", "fallthrough=no", " ms="):  # fmt: skip
+    for part in (
+        "channel=admin",
+        "verdict=CLEAN",
+        "intent=question",
+        "lang=de",
+        "complexity=complex",
+        "fallthrough=no",
+        " ms=",
+    ):
         assert part in line
     assert API_KEY not in caplog.text
 

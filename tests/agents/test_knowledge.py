@@ -32,11 +32,19 @@ def test_entries_are_titled_sorted_and_chunks_grouped_under_their_document() -> 
         node("n4", "Note"),  # neither a name nor a text: left out
     ]
     subscribed = [
-        {"id": "s2", "labels": ["Note"], "props": {"name": "Tulips", "text": "Plant in autumn."},
-         "keyword": "bulbs"},
-        {"id": "s1", "labels": ["Note"], "props": {"name": "Roses", "text": "Prune in March."},
-         "keyword": "roses"},
-    ]  # fmt: skip
+        {
+            "id": "s2",
+            "labels": ["Note"],
+            "props": {"name": "Tulips", "text": "Plant in autumn."},
+            "keyword": "bulbs",
+        },
+        {
+            "id": "s1",
+            "labels": ["Note"],
+            "props": {"name": "Roses", "text": "Prune in March."},
+            "keyword": "roses",
+        },
+    ]
     text = render("Anna the Gardener", tagged, subscribed, ["roses", "bulbs"]).text
     headings = [line for line in text.splitlines() if line.startswith("#")]
     assert headings == [

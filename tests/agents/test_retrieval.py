@@ -65,8 +65,13 @@ async def test_the_classifier_sends_the_audiences_history_window(
     assert all(line in content for line in kept)
     assert not any(line + "\n" in content for line in dropped)
     [line] = [m for m in caplog.messages if "[query-classifier] audience=" in m]
-    for part in (f"audience={audience}", "action=query", "class=temporal", " ms=",
-                 "fallthrough=no"):  # fmt: skip
+    for part in (
+        f"audience={audience}",
+        "action=query",
+        "class=temporal",
+        " ms=",
+        "fallthrough=no",
+    ):
         assert part in line
 
 

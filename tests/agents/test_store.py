@@ -33,10 +33,32 @@ def test_valid_slugs(agents_dir: Path, slug: str) -> None:
 
 @pytest.mark.parametrize(
     "slug",
-    ["", "Anna", "anna_x", "-anna", "anna-", "a" * 41, "..", ".", "../x", "a/b", "a\\b",
-     "anna ", "an\x00na", "admin", "api", "static", "sites", "bot", "login", "onboarding",
-     "healthz", 42, None],
-)  # fmt: skip
+    [
+        "",
+        "Anna",
+        "anna_x",
+        "-anna",
+        "anna-",
+        "a" * 41,
+        "..",
+        ".",
+        "../x",
+        "a/b",
+        "a\\b",
+        "anna ",
+        "an\x00na",
+        "admin",
+        "api",
+        "static",
+        "sites",
+        "bot",
+        "login",
+        "onboarding",
+        "healthz",
+        42,
+        None,
+    ],
+)
 def test_invalid_or_reserved_slugs_are_refused(agents_dir: Path, slug: object) -> None:
     with pytest.raises(InvalidAgentInput):
         store.folder_of(agents_dir, slug, must_exist=False)

@@ -114,13 +114,16 @@ def test_create_edit_and_read_an_agent(stack: Stack, admin: httpx.Client) -> Non
         ({"slug": "../etc"}, 400, "invalid-agent"),
         ({"slug": "admin"}, 400, "invalid-agent"),
         ({"slug": "api"}, 400, "invalid-agent"),
-        ({"slug": "ok-name", "keywordSubscriptions": ["a", "b", "c", "d", "e", "f"]}, 400,
-         "invalid-agent"),
+        (
+            {"slug": "ok-name", "keywordSubscriptions": ["a", "b", "c", "d", "e", "f"]},
+            400,
+            "invalid-agent",
+        ),
         ({"slug": "ok-name", "colour": "red"}, 400, "invalid-agent"),
         ({"slug": "ok-name", "identity": "x" * 20_001}, 400, "invalid-agent"),
         ({"slug": "ok-name", "identity": "x" * 300_000}, 413, "too-large"),
     ],
-)  # fmt: skip
+)
 def test_bad_agents_are_refused_with_a_clear_error(
     stack: Stack, admin: httpx.Client, body: dict[str, Any], status: int, code: str
 ) -> None:
@@ -274,9 +277,15 @@ def graph(stack: Stack, neo4j_server: Neo4jServer, admin: httpx.Client) -> Itera
 
 MARKS_IN = ["MARK-TAGGED", "MARK-SHARED-TAG", "MARK-SUBSCRIBED", "MARK-DOC-ONE", "MARK-DOC-TWO"]
 MARKS_OUT = [
-    "MARK-OTHER-AGENT", "MARK-ADMIN", "MARK-SHARED-SCOPE", "MARK-UNSCOPED", "MARK-DELETED",
-    "MARK-SUB-ADMIN", "MARK-VISITOR", "MARK-FOREIGN",
-]  # fmt: skip
+    "MARK-OTHER-AGENT",
+    "MARK-ADMIN",
+    "MARK-SHARED-SCOPE",
+    "MARK-UNSCOPED",
+    "MARK-DELETED",
+    "MARK-SUB-ADMIN",
+    "MARK-VISITOR",
+    "MARK-FOREIGN",
+]
 
 
 def test_knowledge_is_the_agents_public_content_and_subscription_matches(
@@ -308,15 +317,21 @@ def test_the_cli_regenerates_knowledge_too(stack: Stack, graph: None) -> None:
     path.unlink(missing_ok=True)
     done = subprocess.run(
         [*maxy("agents", "knowledge", "kai")],
-        env=stack.env.vars, capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
+        env=stack.env.vars,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 0, done.stderr
     assert "wrote" in done.stdout and "1 from keyword subscriptions" in done.stdout
     assert "MARK-SUBSCRIBED" in path.read_text() and "MARK-ADMIN" not in path.read_text()
     missing = subprocess.run(
         [*maxy("agents", "knowledge", "nobody")],
-        env=stack.env.vars, capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
+        env=stack.env.vars,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert missing.returncode == 1 and "no agent called 'nobody'" in missing.stderr
 
 

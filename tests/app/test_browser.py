@@ -137,23 +137,41 @@ def test_the_shell_at_each_breakpoint(admin: Any, base_url: str, width: int) -> 
     admin.goto(base_url + "/")
     admin.locator("#chat").wait_for(state="visible")
     screenshot(admin, f"shell-{width}")
-    visible = {pane: admin.locator(pane).is_visible() for pane in ("#sidebar", "#chat",
-               "#artefacts", "#drawer-toggle")}  # fmt: skip
+    visible = {
+        pane: admin.locator(pane).is_visible()
+        for pane in ("#sidebar", "#chat", "#artefacts", "#drawer-toggle")
+    }
     if width == 1400:
-        assert visible == {"#sidebar": True, "#chat": True, "#artefacts": True,
-                           "#drawer-toggle": False}  # fmt: skip
+        assert visible == {
+            "#sidebar": True,
+            "#chat": True,
+            "#artefacts": True,
+            "#drawer-toggle": False,
+        }
         assert width_of(admin, "#sidebar") > 200 and width_of(admin, "#artefacts") > 300
     elif width == 1000:
-        assert visible == {"#sidebar": True, "#chat": True, "#artefacts": False,
-                           "#drawer-toggle": False}  # fmt: skip
+        assert visible == {
+            "#sidebar": True,
+            "#chat": True,
+            "#artefacts": False,
+            "#drawer-toggle": False,
+        }
     elif width == 800:
-        assert visible == {"#sidebar": True, "#chat": True, "#artefacts": False,
-                           "#drawer-toggle": False}  # fmt: skip
+        assert visible == {
+            "#sidebar": True,
+            "#chat": True,
+            "#artefacts": False,
+            "#drawer-toggle": False,
+        }
         assert width_of(admin, "#sidebar") <= 80  # the icon rail
         assert not admin.locator("#sidebar .nav-item .label").first.is_visible()
     else:
-        assert visible == {"#sidebar": False, "#chat": True, "#artefacts": False,
-                           "#drawer-toggle": True}  # fmt: skip
+        assert visible == {
+            "#sidebar": False,
+            "#chat": True,
+            "#artefacts": False,
+            "#drawer-toggle": True,
+        }
         admin.click("#drawer-toggle")
         admin.locator("#sidebar").wait_for(state="visible")
         assert admin.locator("#drawer-toggle").get_attribute("aria-expanded") == "true"

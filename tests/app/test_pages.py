@@ -47,11 +47,17 @@ def nodes(stack: Stack) -> dict[str, str]:
         "write", {"label": "Note", "properties": {"name": "Boiler service", "text": text}}
     )["id"]
     roof = stack.rpc("write", {"label": "Note", "properties": {"name": "Roof tiles"}})["id"]
-    anna = stack.rpc("write", {
-        "label": "Person", "properties": {"name": "Anna Quokka"},
-        "edges": [{"type": "MENTIONS", "toId": boiler, "toLabel": "Note"},
-                  {"type": "MENTIONS", "toId": roof, "toLabel": "Note"}],
-    })["id"]  # fmt: skip
+    anna = stack.rpc(
+        "write",
+        {
+            "label": "Person",
+            "properties": {"name": "Anna Quokka"},
+            "edges": [
+                {"type": "MENTIONS", "toId": boiler, "toLabel": "Note"},
+                {"type": "MENTIONS", "toId": roof, "toLabel": "Note"},
+            ],
+        },
+    )["id"]
     return {"boiler": boiler, "roof": roof, "anna": anna}
 
 

@@ -237,9 +237,10 @@ def test_the_traversal_corpus_never_leaks_through_the_edge(
 
     root = build_traversal_tree(maxy_env.settings.data_dir, maxy_env.account_id)
     inside = {
-        f.read_bytes() for f in root.rglob("*") if f.is_file() and not f.is_symlink()
-        and f.resolve().is_relative_to(root.resolve())
-    }  # fmt: skip
+        f.read_bytes()
+        for f in root.rglob("*")
+        if f.is_file() and not f.is_symlink() and f.resolve().is_relative_to(root.resolve())
+    }
     port = maxy_env.settings.port
 
     def serves() -> bool:

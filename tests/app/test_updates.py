@@ -56,17 +56,27 @@ def sample_offers() -> list[Offer]:
     """A verified and a refused offer, as the watcher records them."""
     return [
         Offer(
-            id=SHA_OK[:16], name="maxy-1.4.0-rpi5.maxyupdate", size=123_456_789, sha256=SHA_OK,
-            verified=True, source="/dev/sda1 (SanDisk Cruzer Blade)",
-            found_at="2026-05-01T10:00:00Z", version="1.4.0", boards=("rpi4", "rpi5"),
+            id=SHA_OK[:16],
+            name="maxy-1.4.0-rpi5.maxyupdate",
+            size=123_456_789,
+            sha256=SHA_OK,
+            verified=True,
+            source="/dev/sda1 (SanDisk Cruzer Blade)",
+            found_at="2026-05-01T10:00:00Z",
+            version="1.4.0",
+            boards=("rpi4", "rpi5"),
         ),
         Offer(
-            id=SHA_BAD[:16], name="tampered.maxyupdate", size=1000, sha256=SHA_BAD,
-            verified=False, source="/dev/sda1 (SanDisk Cruzer Blade)",
+            id=SHA_BAD[:16],
+            name="tampered.maxyupdate",
+            size=1000,
+            sha256=SHA_BAD,
+            verified=False,
+            source="/dev/sda1 (SanDisk Cruzer Blade)",
             found_at="2026-05-01T09:00:00Z",
             error="manifest.json has an invalid signature for key 0123: it was changed.",
         ),
-    ]  # fmt: skip
+    ]
 
 
 @pytest.fixture
@@ -117,8 +127,9 @@ def remote_admin(app: RunningApp, lan: tuple[str, str]) -> tuple[str, str]:
     """Set the remote password from the LAN, then log in through the tunnel's admin host."""
     cookie, csrf = lan
     body = {"password": REMOTE_PASSWORD, "confirm": REMOTE_PASSWORD}
-    answer = call(app, "POST", "/api/admin/settings/remote-password", cookie=cookie, csrf=csrf,
-                  json=body)  # fmt: skip
+    answer = call(
+        app, "POST", "/api/admin/settings/remote-password", cookie=cookie, csrf=csrf, json=body
+    )
     assert answer.status_code == 200, answer.text
     return session_of(
         call(app, "POST", "/api/auth/login", headers=EXTERNAL, json={"password": REMOTE_PASSWORD})
@@ -127,14 +138,26 @@ def remote_admin(app: RunningApp, lan: tuple[str, str]) -> tuple[str, str]:
 
 def confirm(app: RunningApp, admin: tuple[str, str], offer_id: str) -> httpx.Response:
     cookie, csrf = admin
-    return call(app, "POST", "/api/admin/updates/confirm", cookie=cookie, csrf=csrf,
-                json={"offer": offer_id})  # fmt: skip
+    return call(
+        app,
+        "POST",
+        "/api/admin/updates/confirm",
+        cookie=cookie,
+        csrf=csrf,
+        json={"offer": offer_id},
+    )
 
 
 def install(app: RunningApp, admin: tuple[str, str], offer_id: str, nonce: Any) -> httpx.Response:
     cookie, csrf = admin
-    return call(app, "POST", "/api/admin/updates/install", cookie=cookie, csrf=csrf,
-                json={"offer": offer_id, "nonce": nonce})  # fmt: skip
+    return call(
+        app,
+        "POST",
+        "/api/admin/updates/install",
+        cookie=cookie,
+        csrf=csrf,
+        json={"offer": offer_id, "nonce": nonce},
+    )
 
 
 ROUTES = [
@@ -162,8 +185,15 @@ def test_without_login_nothing_answers_but_the_login(app: RunningApp) -> None:
 def test_public_host_names_have_no_updates_page(app: RunningApp) -> None:
     admin = lan_admin(app)
     for method, path in ROUTES:
-        answer = call(app, method, path, cookie=admin[0], csrf=admin[1], headers=PUBLIC,
-                      json={} if method == "POST" else None)  # fmt: skip
+        answer = call(
+            app,
+            method,
+            path,
+            cookie=admin[0],
+            csrf=admin[1],
+            headers=PUBLIC,
+            json={} if method == "POST" else None,
+        )
         assert answer.status_code == 404, (path, answer.text)
 
 
@@ -228,9 +258,15 @@ def test_a_confirmation_is_for_one_offer_only(app: RunningApp) -> None:
     admin = lan_admin(app)
     good, _ = sample_offers()
     other = Offer(
-        id="c3" * 8, name="other.maxyupdate", size=10, sha256="c3" * 32, verified=True,
-        source="/dev/sdb1", found_at="2026-05-02T10:00:00Z", version="1.5.0",
-    )  # fmt: skip
+        id="c3" * 8,
+        name="other.maxyupdate",
+        size=10,
+        sha256="c3" * 32,
+        verified=True,
+        source="/dev/sdb1",
+        found_at="2026-05-02T10:00:00Z",
+        version="1.5.0",
+    )
     offers.save_offers(paths_of(app), [*sample_offers(), other])
     nonce = confirm(app, admin, good.id).json()["nonce"]
     answer = install(app, admin, other.id, nonce)
@@ -242,12 +278,19 @@ def test_an_offer_of_the_running_version_is_shown_as_installed(app: RunningApp) 
     admin = lan_admin(app)
     running = call(app, "GET", "/api/admin/updates", cookie=admin[0]).json()["version"]
     same = Offer(
-        id="d4" * 8, name="same.maxyupdate", size=10, sha256="d4" * 32, verified=True,
-        source="/dev/sdb1", found_at="2026-05-03T10:00:00Z", version=running,
-    )  # fmt: skip
+        id="d4" * 8,
+        name="same.maxyupdate",
+        size=10,
+        sha256="d4" * 32,
+        verified=True,
+        source="/dev/sdb1",
+        found_at="2026-05-03T10:00:00Z",
+        version=running,
+    )
     offers.save_offers(paths_of(app), [*sample_offers(), same])
-    listed = {o["id"]: o for o in call(app, "GET", "/api/admin/updates", cookie=admin[0]).json()[
-        "offers"]}  # fmt: skip
+    listed = {
+        o["id"]: o for o in call(app, "GET", "/api/admin/updates", cookie=admin[0]).json()["offers"]
+    }
     assert listed[same.id]["installed"] is True
     assert listed[sample_offers()[0].id]["installed"] is False  # 1.4.0 is newer than this tree
     answer = confirm(app, admin, same.id)
@@ -257,8 +300,9 @@ def test_an_offer_of_the_running_version_is_shown_as_installed(app: RunningApp) 
 def test_changing_anything_needs_the_csrf_header_and_the_home_network(app: RunningApp) -> None:
     lan = lan_admin(app)
     good, _ = sample_offers()
-    no_csrf = call(app, "POST", "/api/admin/updates/confirm", cookie=lan[0],
-                   json={"offer": good.id})  # fmt: skip
+    no_csrf = call(
+        app, "POST", "/api/admin/updates/confirm", cookie=lan[0], json={"offer": good.id}
+    )
     assert no_csrf.status_code == 403 and no_csrf.json()["code"] == "csrf"
 
     remote = remote_admin(app, lan)
@@ -268,8 +312,9 @@ def test_changing_anything_needs_the_csrf_header_and_the_home_network(app: Runni
         ("/api/admin/updates/confirm", {"offer": good.id}),
         ("/api/admin/updates/install", {"offer": good.id, "nonce": "x" * 24}),
     ):
-        answer = call(app, "POST", path, cookie=remote[0], csrf=remote[1], headers=EXTERNAL,
-                      json=body)  # fmt: skip
+        answer = call(
+            app, "POST", path, cookie=remote[0], csrf=remote[1], headers=EXTERNAL, json=body
+        )
         assert answer.status_code == 403 and answer.json()["code"] == "lan-only", path
     assert not paths_of(app).request.exists()
 
@@ -281,18 +326,31 @@ def test_the_outcome_of_a_rolled_back_update_is_told_in_a_sentence(app: RunningA
     state.write_text("{not json")
     assert call(app, "GET", "/api/admin/updates", cookie=cookie).json()["outcome"] is None
     # What `maxy ota commit` records after a failed trial (appliance/ota/state.py's format).
-    state.write_text(json.dumps({
-        "format": 1,
-        "committed": {"slot": "a", "version": "1.3.2"},
-        "slots": {"a": {"version": "1.3.2"}, "b": {"version": "1.4.0"}},
-        "trial": None,
-        "history": [
-            {"at": "2026-05-01T10:00:00Z", "outcome": "committed", "version": "1.3.2",
-             "from": "1.3.1"},
-            {"at": "2026-05-02T10:00:00Z", "outcome": "health-check-failed", "version": "1.4.0",
-             "from": "1.3.2", "message": "the engine search self-test failed"},
-        ],
-    }))  # fmt: skip
+    state.write_text(
+        json.dumps(
+            {
+                "format": 1,
+                "committed": {"slot": "a", "version": "1.3.2"},
+                "slots": {"a": {"version": "1.3.2"}, "b": {"version": "1.4.0"}},
+                "trial": None,
+                "history": [
+                    {
+                        "at": "2026-05-01T10:00:00Z",
+                        "outcome": "committed",
+                        "version": "1.3.2",
+                        "from": "1.3.1",
+                    },
+                    {
+                        "at": "2026-05-02T10:00:00Z",
+                        "outcome": "health-check-failed",
+                        "version": "1.4.0",
+                        "from": "1.3.2",
+                        "message": "the engine search self-test failed",
+                    },
+                ],
+            }
+        )
+    )
     status = call(app, "GET", "/api/admin/updates", cookie=cookie).json()
     assert status["outcome"]["result"] == "health-check-failed"
     assert status["outcome"]["message"] == (

@@ -70,9 +70,13 @@ def the_offer(stack: Stack) -> Offer:
 def run_request(stack: Stack) -> subprocess.CompletedProcess[str]:
     """What maxy-ota-request.service runs when the request file appears."""
     return subprocess.run(
-        maxy("ota", "run-request"), env=stack.env.vars, capture_output=True, text=True,
-        timeout=180, check=False,
-    )  # fmt: skip
+        maxy("ota", "run-request"),
+        env=stack.env.vars,
+        capture_output=True,
+        text=True,
+        timeout=180,
+        check=False,
+    )
 
 
 def test_the_owner_installs_an_offered_update_after_confirming(

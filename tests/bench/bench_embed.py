@@ -125,10 +125,24 @@ def llama_server(gguf: Path) -> Iterator[str]:
     with tempfile.TemporaryFile() as log:
         # n_ctx 0 = the model's own context, as the Embedder loads it.
         server = subprocess.Popen(
-            [sys.executable, "-m", "llama_cpp.server", "--model", str(gguf), "--embedding",
-             "true", "--n_ctx", "0", "--port", str(port), "--host", "127.0.0.1"],
-            stdout=log, stderr=subprocess.STDOUT,
-        )  # fmt: skip
+            [
+                sys.executable,
+                "-m",
+                "llama_cpp.server",
+                "--model",
+                str(gguf),
+                "--embedding",
+                "true",
+                "--n_ctx",
+                "0",
+                "--port",
+                str(port),
+                "--host",
+                "127.0.0.1",
+            ],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
         url = f"http://127.0.0.1:{port}"
         try:
             deadline = time.monotonic() + 120
@@ -205,8 +219,10 @@ def main() -> int:
     # Other work on a 2-core machine skews every figure: record how busy it was.
     load_start = os.getloadavg()[0]
     if load_start > 0.5:
-        print(f"[bench] warning: load average {load_start:.2f}, figures will be noisy",
-              file=sys.stderr)  # fmt: skip
+        print(
+            f"[bench] warning: load average {load_start:.2f}, figures will be noisy",
+            file=sys.stderr,
+        )
     with contextlib.ExitStack() as stack:
         paths, torch_threads = open_paths(gguf, stack)
         print("[bench] all paths loaded; measuring", file=sys.stderr)
@@ -214,16 +230,20 @@ def main() -> int:
     load_end = os.getloadavg()[0]
     cpus = multiprocessing.cpu_count()
 
-    print(f"\nEmbedding benchmark: {gguf.name}, {cpus} CPUs (torch {torch_threads} threads), "
-          f"{SINGLE_COUNT} single texts, {BATCH_COUNT} batches of {BATCH_SIZE}, "
-          f"load average {load_start:.2f} -> {load_end:.2f}")  # fmt: skip
+    print(
+        f"\nEmbedding benchmark: {gguf.name}, {cpus} CPUs (torch {torch_threads} threads), "
+        f"{SINGLE_COUNT} single texts, {BATCH_COUNT} batches of {BATCH_SIZE}, "
+        f"load average {load_start:.2f} -> {load_end:.2f}"
+    )
     header = f"{'path':<34} {'single t/s':>10} {'p50 ms':>8} {'p95 ms':>8} {'batch t/s':>10}"
     print(header)
     print("-" * len(header))
     for key, label in LABELS.items():
         r = rows[key]
-        print(f"{label:<34} {r['single_tps']:>10.1f} {r['single_ms_p50']:>8.2f} "
-              f"{r['single_ms_p95']:>8.2f} {r['batch_tps']:>10.1f}")  # fmt: skip
+        print(
+            f"{label:<34} {r['single_tps']:>10.1f} {r['single_ms_p50']:>8.2f} "
+            f"{r['single_ms_p95']:>8.2f} {r['batch_tps']:>10.1f}"
+        )
 
     # Medians, not means: one GC pause or scheduler hiccup should not move the verdict.
     latency_ratio = rows["inprocess"]["single_ms_p50"] / rows["http"]["single_ms_p50"]
@@ -231,10 +251,14 @@ def main() -> int:
     latency_met = latency_ratio <= 1 / 3
     batch_met = batch_ratio >= 1
     print()
-    print(f"in-process / HTTP single latency (p50): {latency_ratio:.3f}  target <= 0.333  "
-          f"{'met' if latency_met else 'not met'}")  # fmt: skip
-    print(f"in-process / PyTorch batch throughput:  {batch_ratio:.3f}  target >= 1      "
-          f"{'met' if batch_met else 'not met'}")  # fmt: skip
+    print(
+        f"in-process / HTTP single latency (p50): {latency_ratio:.3f}  target <= 0.333  "
+        f"{'met' if latency_met else 'not met'}"
+    )
+    print(
+        f"in-process / PyTorch batch throughput:  {batch_ratio:.3f}  target >= 1      "
+        f"{'met' if batch_met else 'not met'}"
+    )
 
     result: dict[str, object] = {"bench": "embed", "texts": source, "cpus": cpus}
     for key, r in rows.items():

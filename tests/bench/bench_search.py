@@ -52,29 +52,36 @@ DOC_LABELS = {"KnowledgeDocument", "DigitalDocument", "CreativeWork", "Report", 
 TEXT_LABELS = {"Chunk", "Message"}
 Rule = tuple[str, str, str]  # (source label, relationship type, target label)
 
-W: dict[str, list[str]] = {k: v.split(",") for k, v in {
-    "first": "Alice,Ben,Chloe,David,Emma,Farid,Grace,Hugo,Ines,Jonas,Kasia,Liam,Maya,Noah,Priya",
-    "last": "Moreno,Fischer,Okafor,Nguyen,Kowalski,Haddad,Rossi,Tanaka,Dubois,Silva,Novak,Ali",
-    "trade": "plumber,electrician,dentist,piano teacher,accountant,gardener,vet,roofer,mechanic",
-    "biz": "bakery,garage,dental clinic,hardware store,pharmacy,florist,bike shop,cafe,pet shop",
-    "adj": "Green,Corner,Old Town,Sunrise,Riverside,Harbour,Maple,Golden,Northside,Oak",
-    "town": "Lyon,Ghent,Porto,Utrecht,Leeds,Graz,Malmo,Bologna,Cork,Bern,Aarhus,Nantes",
-    "street": "Station Road,Mill Lane,Church Street,Park Avenue,High Street,Canal Walk",
-    "service": "boiler repair,teeth cleaning,haircut,tyre change,tax return,lawn mowing,eye test,"
-               "piano lesson,dog grooming,window cleaning,bike service,massage",
-    "thing": "the boiler,the car,the roof,the fence,the dishwasher,the passport,the insurance,"
-             "the school trip form,the bathroom tap,the wifi router,the bike",
-    "verb": "fix,renew,book,call about,pay for,clean,replace,check,order,cancel,schedule",
-    "day": "Monday,Tuesday,Wednesday,Thursday,Friday,Saturday,Sunday,next week,the weekend",
-    "topic": "home insurance,kids school,vegetable garden,heating,holiday in Portugal,taxes,"
-             "car maintenance,family health,birthday party,kitchen renovation,savings,recipes",
-    "event": "parents evening,dentist appointment,birthday dinner,football match,concert,"
-             "book club,team meeting,yoga class,wedding,flu shot",
-    "hobby": "plays chess,runs on Sundays,keeps bees,sings in a choir,collects vinyl,climbs",
-    "feel": "Great,Friendly,Slow but careful,Excellent,Disappointing,Reliable,Quick,Pricey",
-    "price": "25,40,55,60,75,90,120,150,35,80",
-    "pref": "oat milk,early appointments,vegetarian food,window seats,quiet cafes,train travel",
-}.items()}  # fmt: skip
+W: dict[str, list[str]] = {
+    k: v.split(",")
+    for k, v in {
+        "first": "Alice,Ben,Chloe,David,Emma,Farid,Grace,Hugo,Ines,Jonas,"
+        "Kasia,Liam,Maya,Noah,Priya",
+        "last": "Moreno,Fischer,Okafor,Nguyen,Kowalski,Haddad,Rossi,Tanaka,Dubois,Silva,Novak,Ali",
+        "trade": "plumber,electrician,dentist,piano teacher,accountant,"
+        "gardener,vet,roofer,mechanic",
+        "biz": "bakery,garage,dental clinic,hardware store,pharmacy,"
+        "florist,bike shop,cafe,pet shop",
+        "adj": "Green,Corner,Old Town,Sunrise,Riverside,Harbour,Maple,Golden,Northside,Oak",
+        "town": "Lyon,Ghent,Porto,Utrecht,Leeds,Graz,Malmo,Bologna,Cork,Bern,Aarhus,Nantes",
+        "street": "Station Road,Mill Lane,Church Street,Park Avenue,High Street,Canal Walk",
+        "service": "boiler repair,teeth cleaning,haircut,tyre change,"
+        "tax return,lawn mowing,eye test,"
+        "piano lesson,dog grooming,window cleaning,bike service,massage",
+        "thing": "the boiler,the car,the roof,the fence,the dishwasher,the passport,the insurance,"
+        "the school trip form,the bathroom tap,the wifi router,the bike",
+        "verb": "fix,renew,book,call about,pay for,clean,replace,check,order,cancel,schedule",
+        "day": "Monday,Tuesday,Wednesday,Thursday,Friday,Saturday,Sunday,next week,the weekend",
+        "topic": "home insurance,kids school,vegetable garden,heating,holiday in Portugal,taxes,"
+        "car maintenance,family health,birthday party,kitchen renovation,savings,recipes",
+        "event": "parents evening,dentist appointment,birthday dinner,football match,concert,"
+        "book club,team meeting,yoga class,wedding,flu shot",
+        "hobby": "plays chess,runs on Sundays,keeps bees,sings in a choir,collects vinyl,climbs",
+        "feel": "Great,Friendly,Slow but careful,Excellent,Disappointing,Reliable,Quick,Pricey",
+        "price": "25,40,55,60,75,90,120,150,35,80",
+        "pref": "oat milk,early appointments,vegetarian food,window seats,quiet cafes,train travel",
+    }.items()
+}
 # label -> (weight, name template, body template); bodies come from the embedded pool.
 LABELS: dict[str, tuple[int, str, str]] = {
     "Person": (7, "{first} {last}", "{trade} from {town} who {hobby}"),
@@ -103,19 +110,28 @@ QUERY_TEMPLATES = (
     "what did we say about {topic}|{event} on {day}|does {first} like {pref}"
 ).split("|")
 # "Source>REL>Target": one edge per rule and node (~2 per node), within the node's account.
-RULES: list[Rule] = [(r[0], r[1], r[2]) for r in (rule.split(">") for rule in (
-    "Person>WORKS_AT>LocalBusiness Person>KNOWS>Person LocalBusiness>OFFERS>Service "
-    "LocalBusiness>NEAR>LocalBusiness Service>HAS_PRICE>PriceSpecification Service>BY>Person "
-    "PriceSpecification>PART_OF>Service Review>ABOUT>LocalBusiness Review>ABOUT>Service "
-    "Question>ABOUT>DefinedTerm Question>ASKED_IN>Conversation DefinedTerm>IN>KnowledgeDocument "
-    "Task>ASSIGNED_TO>Person Task>RELATES_TO>Event CreativeWork>AUTHORED_BY>Person "
-    "DigitalDocument>MENTIONS>Person DigitalDocument>MENTIONS>LocalBusiness "
-    "KnowledgeDocument>MENTIONS>Person Section>PART_OF>KnowledgeDocument Chunk>PART_OF>Section "
-    "Chunk>MENTIONS>Person Conversation>WITH>Person Message>PART_OF>Conversation "
-    "Message>MENTIONS>Person Event>AT>LocalBusiness Event>ATTENDED_BY>Person "
-    "Workflow>TRIGGERS>Task Preference>ABOUT>Service Report>SUMMARISES>Conversation "
-    "Report>MENTIONS>Task"
-).split())]  # fmt: skip
+RULES: list[Rule] = [
+    (r[0], r[1], r[2])
+    for r in (
+        rule.split(">")
+        for rule in (
+            "Person>WORKS_AT>LocalBusiness Person>KNOWS>Person LocalBusiness>OFFERS>Service "
+            "LocalBusiness>NEAR>LocalBusiness "
+            "Service>HAS_PRICE>PriceSpecification Service>BY>Person "
+            "PriceSpecification>PART_OF>Service Review>ABOUT>LocalBusiness Review>ABOUT>Service "
+            "Question>ABOUT>DefinedTerm Question>ASKED_IN>Conversation "
+            "DefinedTerm>IN>KnowledgeDocument "
+            "Task>ASSIGNED_TO>Person Task>RELATES_TO>Event CreativeWork>AUTHORED_BY>Person "
+            "DigitalDocument>MENTIONS>Person DigitalDocument>MENTIONS>LocalBusiness "
+            "KnowledgeDocument>MENTIONS>Person "
+            "Section>PART_OF>KnowledgeDocument Chunk>PART_OF>Section "
+            "Chunk>MENTIONS>Person Conversation>WITH>Person Message>PART_OF>Conversation "
+            "Message>MENTIONS>Person Event>AT>LocalBusiness Event>ATTENDED_BY>Person "
+            "Workflow>TRIGGERS>Task Preference>ABOUT>Service Report>SUMMARISES>Conversation "
+            "Report>MENTIONS>Task"
+        ).split()
+    )
+]
 
 
 def fill(template: str, rng: random.Random) -> str:
@@ -173,11 +189,13 @@ class Corpus:
             body = self.rng.choice(self.pool[label])
             vec = self.vectors[body] + noise[i]
             row: dict[str, Any] = {
-                "id": f"bench-{self.count}", "accountId": account, "contentHash": f"h{self.count}",
+                "id": f"bench-{self.count}",
+                "accountId": account,
+                "contentHash": f"h{self.count}",
                 "embedding": vec / np.linalg.norm(vec),  # a list only per batch: saves memory
                 "embeddingModel": self.model,
                 ("text" if label in TEXT_LABELS else "description"): body,
-            }  # fmt: skip
+            }
             if LABELS[label][1]:
                 row["title" if label in DOC_LABELS else "name"] = fill(LABELS[label][1], self.rng)
             roll = self.rng.random()  # 8 % admin, 7 % shared, 3 % deleted, 5 % agent-tagged

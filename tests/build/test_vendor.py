@@ -90,10 +90,21 @@ def run_vendor(
     env = {k: v for k, v in os.environ.items() if not k.startswith("MAXY_")}
     env["PATH"] = os.path.dirname(npm()) if with_npm else "/nonexistent"
     return subprocess.run(
-        [sys.executable, str(VENDOR), "--manifest", str(man), "--out", str(out),
-         "--cache-dir", str(cache)],
-        capture_output=True, text=True, env=env, timeout=120,
-    )  # fmt: skip
+        [
+            sys.executable,
+            str(VENDOR),
+            "--manifest",
+            str(man),
+            "--out",
+            str(out),
+            "--cache-dir",
+            str(cache),
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
 
 
 def test_a_cached_tarball_is_vendored_offline_and_only_once(packed: Packed, tmp_path: Path) -> None:
@@ -186,9 +197,11 @@ def test_bootstrap_vendored_the_real_manifest() -> None:
     """After `just bootstrap`, every listed file is in place and the stamp matches."""
     done = subprocess.run(
         [sys.executable, str(VENDOR), "--manifest", str(MANIFEST), "--out", str(STATIC_VENDOR)],
-        capture_output=True, text=True, env={"PATH": "/nonexistent", "HOME": "/nonexistent"},
+        capture_output=True,
+        text=True,
+        env={"PATH": "/nonexistent", "HOME": "/nonexistent"},
         timeout=60,
-    )  # fmt: skip
+    )
     assert done.returncode == 0 and done.stderr == "", (
         f"the UI's libraries are not vendored: run build/vendor.py (just bootstrap)\n{done.stderr}"
     )

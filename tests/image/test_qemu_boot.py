@@ -86,13 +86,32 @@ def boot(qemu: str, disk: Path, tmp_path: Path) -> Boot:
     port = free_port()
     console = tmp_path / "console.log"
     command = [
-        qemu, "-accel", "tcg", "-machine", "pc", "-cpu", "max", "-smp", "2", "-m", "3072",
-        "-display", "none", "-monitor", "none", "-no-reboot", "-serial", f"file:{console}",
+        qemu,
+        "-accel",
+        "tcg",
+        "-machine",
+        "pc",
+        "-cpu",
+        "max",
+        "-smp",
+        "2",
+        "-m",
+        "3072",
+        "-display",
+        "none",
+        "-monitor",
+        "none",
+        "-no-reboot",
+        "-serial",
+        f"file:{console}",
         # The card is never changed: writes go to a temporary overlay.
-        "-drive", f"file={disk},format=raw,if=virtio,snapshot=on",
-        "-netdev", f"user,id=net0,hostfwd=tcp:127.0.0.1:{port}-:19200",
-        "-device", "virtio-net-pci,netdev=net0",
-    ]  # fmt: skip
+        "-drive",
+        f"file={disk},format=raw,if=virtio,snapshot=on",
+        "-netdev",
+        f"user,id=net0,hostfwd=tcp:127.0.0.1:{port}-:19200",
+        "-device",
+        "virtio-net-pci,netdev=net0",
+    ]
     started = time.monotonic()
     with (tmp_path / "qemu.log").open("wb") as qemu_log:
         proc = subprocess.Popen(command, stdout=qemu_log, stderr=subprocess.STDOUT)
@@ -172,9 +191,13 @@ def test_an_update_installed_into_slot_b_boots_slot_bs_own_root(
 ) -> None:
     qemu = qemu_or_skip(x86_card)
     wanted = image_build.Request(
-        arch="x86-64", out=tmp_path / "release", cache_dir=CACHE, version="0.2.0",
-        small=True, preset=PRESET,
-    )  # fmt: skip
+        arch="x86-64",
+        out=tmp_path / "release",
+        cache_dir=CACHE,
+        version="0.2.0",
+        small=True,
+        preset=PRESET,
+    )
     newer = image_build.build(wanted)
     disk = tmp_path / "card.img"
     subprocess.run(["cp", "--sparse=always", str(x86_card.image), str(disk)], check=True)
@@ -203,8 +226,10 @@ def test_an_update_installed_into_slot_b_boots_slot_bs_own_root(
     assert (tmp_path / "reboot-param").read_text() == "0 tryboot"
     # The PC's stand-in for the armed trial: its BIOS boot code starts boot_b instead.
     subprocess.run(["sfdisk", "-q", "--part-attrs", str(disk), str(BOOT_A.number), ""], check=True)
-    subprocess.run(["sfdisk", "-q", "--part-attrs", str(disk), str(BOOT_B.number),
-                    "LegacyBIOSBootable"], check=True)  # fmt: skip
+    subprocess.run(
+        ["sfdisk", "-q", "--part-attrs", str(disk), str(BOOT_B.number), "LegacyBIOSBootable"],
+        check=True,
+    )
 
     run = boot(qemu, disk, tmp_path)
 

@@ -269,13 +269,20 @@ def test_the_binarys_llama_cpp_runs_on_any_x86_64_v3_cpu(x86_card: Card, tmp_pat
     card = x86_card
     assert card.has_binary
     internal = "/opt/maxy/lib/maxy/_internal"
-    found = [e for e in ext4_list(card.parts["root_a"], f"{internal}/llama_cpp/lib")
-             if e.name.startswith("libggml-cpu.so") and e.kind == "file"]  # fmt: skip
+    found = [
+        e
+        for e in ext4_list(card.parts["root_a"], f"{internal}/llama_cpp/lib")
+        if e.name.startswith("libggml-cpu.so") and e.kind == "file"
+    ]
     assert found, f"no libggml-cpu.so in {internal}/llama_cpp/lib"
     library = tmp_path / found[0].name
     library.write_bytes(ext4_read(card.parts["root_a"], f"{internal}/llama_cpp/lib/{library.name}"))
-    listing = subprocess.run(["objdump", "-d", "--no-show-raw-insn", str(library)],
-                             capture_output=True, text=True, check=True).stdout  # fmt: skip
+    listing = subprocess.run(
+        ["objdump", "-d", "--no-show-raw-insn", str(library)],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     assert "%ymm" in listing  # AVX2 is used ...
     assert "%zmm" not in listing  # ... AVX-512 never (build/llama-wheel.sh)
 

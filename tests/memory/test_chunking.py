@@ -92,77 +92,176 @@ GUIDE = "# Guide\nIntro text\n## Install\nSteps\n### Linux\napt install\n## Use\
 SECTION_CASES: list[tuple[str, str, list[S]]] = [
     ("empty", "", []),
     ("blank", " \n\t\n ", []),
-    ("no headings", "Just text.\n\nMore.", [
-        ("Introduction", 0, ["Introduction"], "Just text.\n\nMore."),
-    ]),
-    ("atx tree", GUIDE, [
-        ("Guide", 1, ["Guide"], "Intro text"),
-        ("Install", 2, ["Guide", "Install"], "Steps"),
-        ("Linux", 3, ["Guide", "Install", "Linux"], "apt install"),
-        ("Use", 2, ["Guide", "Use"], "run it"),
-    ]),
-    ("preamble", "Preface.\n\n# A\nx", [
-        ("Introduction", 0, ["Introduction"], "Preface."), ("A", 1, ["A"], "x"),
-    ]),
+    (
+        "no headings",
+        "Just text.\n\nMore.",
+        [
+            ("Introduction", 0, ["Introduction"], "Just text.\n\nMore."),
+        ],
+    ),
+    (
+        "atx tree",
+        GUIDE,
+        [
+            ("Guide", 1, ["Guide"], "Intro text"),
+            ("Install", 2, ["Guide", "Install"], "Steps"),
+            ("Linux", 3, ["Guide", "Install", "Linux"], "apt install"),
+            ("Use", 2, ["Guide", "Use"], "run it"),
+        ],
+    ),
+    (
+        "preamble",
+        "Preface.\n\n# A\nx",
+        [
+            ("Introduction", 0, ["Introduction"], "Preface."),
+            ("A", 1, ["A"], "x"),
+        ],
+    ),
     ("blank preamble omitted", "\n  \n# A\nx", [("A", 1, ["A"], "x")]),
-    ("closing hashes", "## Title ##\nx\n# Sharp# \ny", [
-        ("Title", 2, ["Title"], "x"), ("Sharp#", 1, ["Sharp#"], "y"),
-    ]),
-    ("atx variants", "   ### Indented\na\n#\tTabbed\nb\n###### Six\nc", [
-        ("Indented", 3, ["Indented"], "a"), ("Tabbed", 1, ["Tabbed"], "b"),
-        ("Six", 6, ["Tabbed", "Six"], "c"),
-    ]),
-    ("not atx", "#hashtag\n####### seven\n    # indented code\n#\n## ##\ntext", [
-        ("Introduction", 0, ["Introduction"],
-         "#hashtag\n####### seven\n    # indented code\n#\n## ##\ntext"),
-    ]),
-    ("empty body keeps its title in the path", "# Guide\n## Install\nsteps\n# Empty\n# Last\nz", [
-        ("Install", 2, ["Guide", "Install"], "steps"), ("Last", 1, ["Last"], "z"),
-    ]),
-    ("skipped and rising levels", "## B\nb\n# A\na\n### C\nc\n## D\nd", [
-        ("B", 2, ["B"], "b"), ("A", 1, ["A"], "a"), ("C", 3, ["A", "C"], "c"),
-        ("D", 2, ["A", "D"], "d"),
-    ]),
-    ("backtick fence", "# A\n```python\n# comment\nx = 1\n```\n## B\ny", [
-        ("A", 1, ["A"], "```python\n# comment\nx = 1\n```"), ("B", 2, ["A", "B"], "y"),
-    ]),
-    ("tilde fence", "# A\n~~~\n# not\nNot\n===\n~~~\n# B\ny", [
-        ("A", 1, ["A"], "~~~\n# not\nNot\n===\n~~~"), ("B", 1, ["B"], "y"),
-    ]),
-    ("fence closes only on its own kind and length", "# A\n````\n```\n# in\n~~~\n````\n# B\nb", [
-        ("A", 1, ["A"], "````\n```\n# in\n~~~\n````"), ("B", 1, ["B"], "b"),
-    ]),
-    ("inline backticks are no fence", "# A\n``` x ` y\n# B\nb", [
-        ("A", 1, ["A"], "``` x ` y"), ("B", 1, ["B"], "b"),
-    ]),
-    ("unclosed fence runs to the end", "# A\n```\n# B\ntext", [
-        ("A", 1, ["A"], "```\n# B\ntext"),
-    ]),
-    ("setext", "Title\n=====\nbody\n\nSub\n---\nmore\n\nThird\n==\nz", [
-        ("Title", 1, ["Title"], "body"), ("Sub", 2, ["Title", "Sub"], "more"),
-        ("Third", 1, ["Third"], "z"),
-    ]),
-    ("setext after preamble", "Preface.\n\nTitle\n===\nbody", [
-        ("Introduction", 0, ["Introduction"], "Preface."), ("Title", 1, ["Title"], "body"),
-    ]),
-    ("not setext", "intro\n\n---\n\n- item\n---\nline one\nline two\n---\n    code\n---\nA\n--", [
-        ("Introduction", 0, ["Introduction"],
-         "intro\n\n---\n\n- item\n---\nline one\nline two\n---\n    code\n---\nA\n--"),
-    ]),
-    ("front matter is no setext", "---\ntitle: x\n---\n# A\nbody", [
-        ("Introduction", 0, ["Introduction"], "---\ntitle: x\n---"), ("A", 1, ["A"], "body"),
-    ]),
-    ("line endings and trailing space", "# A  \r\none   \r\n\r\ntwo\r# B\t\rthree", [
-        ("A", 1, ["A"], "one\n\ntwo"), ("B", 1, ["B"], "three"),
-    ]),
-    ("blank lines trimmed, inner ones and indentation kept", "# A\n\n\n  x\n\n\ny\n\n", [
-        ("A", 1, ["A"], "  x\n\n\ny"),
-    ]),
-]  # fmt: skip
+    (
+        "closing hashes",
+        "## Title ##\nx\n# Sharp# \ny",
+        [
+            ("Title", 2, ["Title"], "x"),
+            ("Sharp#", 1, ["Sharp#"], "y"),
+        ],
+    ),
+    (
+        "atx variants",
+        "   ### Indented\na\n#\tTabbed\nb\n###### Six\nc",
+        [
+            ("Indented", 3, ["Indented"], "a"),
+            ("Tabbed", 1, ["Tabbed"], "b"),
+            ("Six", 6, ["Tabbed", "Six"], "c"),
+        ],
+    ),
+    (
+        "not atx",
+        "#hashtag\n####### seven\n    # indented code\n#\n## ##\ntext",
+        [
+            (
+                "Introduction",
+                0,
+                ["Introduction"],
+                "#hashtag\n####### seven\n    # indented code\n#\n## ##\ntext",
+            ),
+        ],
+    ),
+    (
+        "empty body keeps its title in the path",
+        "# Guide\n## Install\nsteps\n# Empty\n# Last\nz",
+        [
+            ("Install", 2, ["Guide", "Install"], "steps"),
+            ("Last", 1, ["Last"], "z"),
+        ],
+    ),
+    (
+        "skipped and rising levels",
+        "## B\nb\n# A\na\n### C\nc\n## D\nd",
+        [
+            ("B", 2, ["B"], "b"),
+            ("A", 1, ["A"], "a"),
+            ("C", 3, ["A", "C"], "c"),
+            ("D", 2, ["A", "D"], "d"),
+        ],
+    ),
+    (
+        "backtick fence",
+        "# A\n```python\n# comment\nx = 1\n```\n## B\ny",
+        [
+            ("A", 1, ["A"], "```python\n# comment\nx = 1\n```"),
+            ("B", 2, ["A", "B"], "y"),
+        ],
+    ),
+    (
+        "tilde fence",
+        "# A\n~~~\n# not\nNot\n===\n~~~\n# B\ny",
+        [
+            ("A", 1, ["A"], "~~~\n# not\nNot\n===\n~~~"),
+            ("B", 1, ["B"], "y"),
+        ],
+    ),
+    (
+        "fence closes only on its own kind and length",
+        "# A\n````\n```\n# in\n~~~\n````\n# B\nb",
+        [
+            ("A", 1, ["A"], "````\n```\n# in\n~~~\n````"),
+            ("B", 1, ["B"], "b"),
+        ],
+    ),
+    (
+        "inline backticks are no fence",
+        "# A\n``` x ` y\n# B\nb",
+        [
+            ("A", 1, ["A"], "``` x ` y"),
+            ("B", 1, ["B"], "b"),
+        ],
+    ),
+    (
+        "unclosed fence runs to the end",
+        "# A\n```\n# B\ntext",
+        [
+            ("A", 1, ["A"], "```\n# B\ntext"),
+        ],
+    ),
+    (
+        "setext",
+        "Title\n=====\nbody\n\nSub\n---\nmore\n\nThird\n==\nz",
+        [
+            ("Title", 1, ["Title"], "body"),
+            ("Sub", 2, ["Title", "Sub"], "more"),
+            ("Third", 1, ["Third"], "z"),
+        ],
+    ),
+    (
+        "setext after preamble",
+        "Preface.\n\nTitle\n===\nbody",
+        [
+            ("Introduction", 0, ["Introduction"], "Preface."),
+            ("Title", 1, ["Title"], "body"),
+        ],
+    ),
+    (
+        "not setext",
+        "intro\n\n---\n\n- item\n---\nline one\nline two\n---\n    code\n---\nA\n--",
+        [
+            (
+                "Introduction",
+                0,
+                ["Introduction"],
+                "intro\n\n---\n\n- item\n---\nline one\nline two\n---\n    code\n---\nA\n--",
+            ),
+        ],
+    ),
+    (
+        "front matter is no setext",
+        "---\ntitle: x\n---\n# A\nbody",
+        [
+            ("Introduction", 0, ["Introduction"], "---\ntitle: x\n---"),
+            ("A", 1, ["A"], "body"),
+        ],
+    ),
+    (
+        "line endings and trailing space",
+        "# A  \r\none   \r\n\r\ntwo\r# B\t\rthree",
+        [
+            ("A", 1, ["A"], "one\n\ntwo"),
+            ("B", 1, ["B"], "three"),
+        ],
+    ),
+    (
+        "blank lines trimmed, inner ones and indentation kept",
+        "# A\n\n\n  x\n\n\ny\n\n",
+        [
+            ("A", 1, ["A"], "  x\n\n\ny"),
+        ],
+    ),
+]
 
 
-@pytest.mark.parametrize(("text", "expected"), [c[1:] for c in SECTION_CASES],
-                         ids=[c[0] for c in SECTION_CASES])  # fmt: skip
+@pytest.mark.parametrize(
+    ("text", "expected"), [c[1:] for c in SECTION_CASES], ids=[c[0] for c in SECTION_CASES]
+)
 def test_sectionise(text: str, expected: list[S]) -> None:
     assert shape(sectionise(text)) == expected
 
@@ -177,10 +276,28 @@ def test_title_hint_names_the_preamble(hint: str | None, title: str) -> None:
 
 
 markdownish = st.lists(
-    st.sampled_from(["# A", "## B", "### C", "Title", "===", "---", "```", "~~~", "", "  ",
-                     "text here", "- item", "    code", "#", "a.\r", "x\r\n"])
+    st.sampled_from(
+        [
+            "# A",
+            "## B",
+            "### C",
+            "Title",
+            "===",
+            "---",
+            "```",
+            "~~~",
+            "",
+            "  ",
+            "text here",
+            "- item",
+            "    code",
+            "#",
+            "a.\r",
+            "x\r\n",
+        ]
+    )
     | st.text(max_size=20)
-).map("\n".join)  # fmt: skip
+).map("\n".join)
 
 
 @given(markdownish | st.text(), st.none() | st.text(max_size=10))
@@ -221,9 +338,10 @@ PROSE = " ".join(SENTENCES)  # one long paragraph of ~75-character sentences
 PARAGRAPHS = "\n\n".join(" ".join(SENTENCES[i : i + 6]) for i in range(0, 120, 6))
 
 
-@pytest.mark.parametrize(("target", "overlap", "cap"),
-                         [(100, 100, 200), (100, 150, 200), (100, -1, 200), (100, 50, 99),
-                          (0, 0, 10), (-5, 0, 10)])  # fmt: skip
+@pytest.mark.parametrize(
+    ("target", "overlap", "cap"),
+    [(100, 100, 200), (100, 150, 200), (100, -1, 200), (100, 50, 99), (0, 0, 10), (-5, 0, 10)],
+)
 def test_chunk_rejects_bad_sizes(target: int, overlap: int, cap: int) -> None:
     with pytest.raises(ValueError, match="0 <= overlap_chars < target_chars <= max_chars"):
         chunk("some text", target, overlap, cap)
@@ -409,7 +527,7 @@ def test_content_hash_sees_everything_else(text: str) -> None:
 )
 def test_content_hash_is_stable_under_any_respacing(words: list[str], gaps: list[str]) -> None:
     spaced = "".join(w + gaps[i % len(gaps)] for i, w in enumerate(words))
-    assert content_hash(spaced) == content_hash(" ".join(words))  # fmt: skip
+    assert content_hash(spaced) == content_hash(" ".join(words))
 
 
 # ── summary ─────────────────────────────────────────────────────────────────────────────────

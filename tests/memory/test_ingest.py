@@ -46,8 +46,12 @@ def ingester(memory: Memory, embed: Any = None) -> Ingester:
 
 
 async def ingest(memory: Memory, text: str | None = None, **kw: Any) -> dict[str, Any]:
-    fields = {"title": TITLE, "text": document() if text is None else text,
-              "attachment_id": "att-1", **kw}  # fmt: skip
+    fields = {
+        "title": TITLE,
+        "text": document() if text is None else text,
+        "attachment_id": "att-1",
+        **kw,
+    }
     return await ingester(memory).ingest(memory.caller, IngestRequest(**fields))
 
 
@@ -91,14 +95,19 @@ async def test_a_document_becomes_an_embedded_hierarchy(memory: Memory) -> None:
     assert doc["attachmentId"] == "att-1" and doc["title"] == TITLE
     assert doc["summary"].startswith(OPENING)
     assert [s["title"] for s in sorted(sections, key=lambda s: s["index"])] == [
-        TITLE, "Watering", "Orchard", "Compost",
-    ]  # fmt: skip
+        TITLE,
+        "Watering",
+        "Orchard",
+        "Compost",
+    ]
     compost = next(s for s in sections if s["title"] == "Compost")
     assert compost["path"] == [TITLE, "Orchard", "Compost"] and compost["level"] == 2
     assert [c["order"] for c in chunks] == list(range(n_chunks))
     assert [c["index"] for c in chunks if c["sectionId"] != chunks[0]["sectionId"]][:3] == [
-        0, 0, 1,
-    ]  # fmt: skip
+        0,
+        0,
+        1,
+    ]
     for props in [doc, *sections, *chunks]:
         assert props["accountId"] == memory.caller.account_id
         assert len(props["embedding"]) == 384
@@ -155,8 +164,10 @@ async def test_a_changed_paragraph_reembeds_only_what_it_touches(memory: Memory)
     assert len(memory.embeds) == 3
     assert opened["embedded"] == 3 and opened["reused"] == first["embedded"] - 3
     assert [t.split("\n")[0] for t in memory.embeds] == [
-        TITLE, TITLE, OPENING.replace("four", "five"),
-    ]  # fmt: skip
+        TITLE,
+        TITLE,
+        OPENING.replace("four", "five"),
+    ]
 
     # The last sentence of a long section is in its last chunk only: nothing else moves.
     memory.embeds.clear()

@@ -108,11 +108,19 @@ async def check(
         account = mine if spec.mine else theirs
         by_id[node_id] = (spec, account)
         text = " ".join(spec.words)
-        rows.append({
-            "id": node_id, "label": spec.label, "account": account, "name": text,
-            "scope": spec.scope, "agents": list(spec.agents) if spec.agents is not None else None,
-            "deleted": spec.deleted, "embedding": vectors[text], "keywords": list(spec.words),
-        })  # fmt: skip
+        rows.append(
+            {
+                "id": node_id,
+                "label": spec.label,
+                "account": account,
+                "name": text,
+                "scope": spec.scope,
+                "agents": list(spec.agents) if spec.agents is not None else None,
+                "deleted": spec.deleted,
+                "embedding": vectors[text],
+                "keywords": list(spec.words),
+            }
+        )
     try:
         for label in LABELS:
             await graph.run(
@@ -134,13 +142,18 @@ async def check(
         # Each node also has one message, in a conversation that shares the node's guards.
         messages = [
             {
-                "conv": f"{mine}-c{i}", "msg": f"{mine}-m{i}", "account": row["account"],
-                "session": f"{mine}-sess{i}", "scope": row["scope"],
-                "agents": row["agents"], "deleted": row["deleted"], "body": row["name"],
+                "conv": f"{mine}-c{i}",
+                "msg": f"{mine}-m{i}",
+                "account": row["account"],
+                "session": f"{mine}-sess{i}",
+                "scope": row["scope"],
+                "agents": row["agents"],
+                "deleted": row["deleted"],
+                "body": row["name"],
                 "embedding": row["embedding"],
             }
             for i, row in enumerate(rows)
-        ]  # fmt: skip
+        ]
         await graph.run(
             "UNWIND $rows AS r CREATE (c:Conversation)-[:HAS_MESSAGE]->(m:Message) "
             "SET c.id = r.conv, c.accountId = r.account, c.sessionId = r.session, "
@@ -173,11 +186,15 @@ async def check(
             for n, (words, tail, labels, mode) in enumerate(query_list):
                 weights = (0.0, 1.0) if mode == "keyword" else (0.7, 0.3)
                 request = SearchRequest(
-                    " ".join(words) + tail, labels=labels, limit=10,
+                    " ".join(words) + tail,
+                    labels=labels,
+                    limit=10,
                     mode="rrf" if mode == "rrf" else "weighted",
-                    vector_weight=weights[0], keyword_weight=weights[1],
-                    expand_queries=n % 2 == 1, subscriptions=caller.subscriptions,
-                )  # fmt: skip
+                    vector_weight=weights[0],
+                    keyword_weight=weights[1],
+                    expand_queries=n % 2 == 1,
+                    subscriptions=caller.subscriptions,
+                )
                 result = await searcher.search(caller, request)
                 for cand in result.results:
                     spec, account = by_id[cand.node_id]

@@ -52,8 +52,12 @@ async def test_nodes_without_embeddings_get_them(
     with caplog.at_level(logging.INFO, logger="appliance.memory.reindex"):
         done = await run(memory)
     assert {k: done[k] for k in ("processed", "embedded", "skipped", "stale", "total")} == {
-        "processed": 3, "embedded": 3, "skipped": 0, "stale": 3, "total": 3
-    }  # fmt: skip
+        "processed": 3,
+        "embedded": 3,
+        "skipped": 0,
+        "stale": 3,
+        "total": 3,
+    }
     assert done["dryRun"] is False and isinstance(done["ms"], int)
     for label, node_id in (("Preference", "p1"), ("Task", "t1"), ("Report", "r1")):
         props = await stored(memory, label, node_id)

@@ -21,10 +21,26 @@ from tests.conftest import Env, Neo4jServer, maxy
 pytestmark = pytest.mark.anyio
 
 VECTOR_LABELS = [
-    "Question", "DefinedTerm", "Review", "Service", "Person", "LocalBusiness",
-    "PriceSpecification", "Task", "CreativeWork", "DigitalDocument", "KnowledgeDocument",
-    "Section", "Chunk", "Conversation", "Message", "Event", "Workflow", "Preference", "Report",
-]  # fmt: skip
+    "Question",
+    "DefinedTerm",
+    "Review",
+    "Service",
+    "Person",
+    "LocalBusiness",
+    "PriceSpecification",
+    "Task",
+    "CreativeWork",
+    "DigitalDocument",
+    "KnowledgeDocument",
+    "Section",
+    "Chunk",
+    "Conversation",
+    "Message",
+    "Event",
+    "Workflow",
+    "Preference",
+    "Report",
+]
 
 
 async def snapshot(graph: Graph) -> list[tuple[Any, ...]]:
@@ -83,10 +99,23 @@ async def test_entity_search_covers_the_operator_labels_and_text_properties(
     assert set(VECTOR_LABELS) <= labels
     assert {"Organization", "UserProfile", "EmailMessage", "Note"} <= labels
     assert {
-        "name", "firstName", "lastName", "givenName", "familyName", "title", "summary", "body",
-        "content", "description", "headline", "email", "subject", "bodyPreview", "keywords",
+        "name",
+        "firstName",
+        "lastName",
+        "givenName",
+        "familyName",
+        "title",
+        "summary",
+        "body",
+        "content",
+        "description",
+        "headline",
+        "email",
+        "subject",
+        "bodyPreview",
+        "keywords",
         "compiledTruth",
-    } <= props  # fmt: skip
+    } <= props
 
 
 async def test_vector_search_filters_by_account_inside_the_index(graph: Graph) -> None:

@@ -148,9 +148,35 @@ async def test_a_guarded_query_still_fills_its_limit(memory: Memory) -> None:
 
 @pytest.mark.parametrize(
     "query",
-    ["+", "-", "&&", "||", "!", "(", ")", "{", "}", "[", "]", "^", '"', "~", "*", "?", ":",
-     "\\", "/", 'title:"unbalanced', "a && b || !c", "(((", "name:*", "\\\\", "AND", "OR NOT"],
-)  # fmt: skip
+    [
+        "+",
+        "-",
+        "&&",
+        "||",
+        "!",
+        "(",
+        ")",
+        "{",
+        "}",
+        "[",
+        "]",
+        "^",
+        '"',
+        "~",
+        "*",
+        "?",
+        ":",
+        "\\",
+        "/",
+        'title:"unbalanced',
+        "a && b || !c",
+        "(((",
+        "name:*",
+        "\\\\",
+        "AND",
+        "OR NOT",
+    ],
+)
 async def test_lucene_special_characters_never_error(memory: Memory, query: str) -> None:
     await seed(memory)
     await memory.searcher.search(memory.caller, SearchRequest(query))

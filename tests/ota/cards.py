@@ -80,8 +80,19 @@ def ext4_image(path: Path, size_mib: int, files: Mapping[str, bytes]) -> Path:
     for name, data in files.items():
         (tree / name).parent.mkdir(parents=True, exist_ok=True)
         (tree / name).write_bytes(data)
-    run("mke2fs", "-q", "-F", "-t", "ext4", "-E", "root_owner=0:0", "-d", str(tree), str(path),
-        f"{size_mib}M")  # fmt: skip
+    run(
+        "mke2fs",
+        "-q",
+        "-F",
+        "-t",
+        "ext4",
+        "-E",
+        "root_owner=0:0",
+        "-d",
+        str(tree),
+        str(path),
+        f"{size_mib}M",
+    )
     shutil.rmtree(tree)
     return path
 
@@ -121,16 +132,24 @@ def slot_images(
     boots = {}
     for slot in SLOTS:
         names = other(slot) if swapped else slot
-        boots[slot.name] = fat_image(folder / f"boot_{slot.name}-{version}.img", sizes["boot_a"], {
-            "config.txt": b"arm_64bit=1\nkernel=vmlinuz\n",
-            "cmdline.txt": cmdline(names),
-            "version.txt": version.encode() + b"\n",
-            "vmlinuz": kernel,
-        })  # fmt: skip
-    root = ext4_image(folder / f"root-{version}.img", sizes["root_a"], {
-        "etc/maxy-version": version.encode() + b"\n",
-        "usr/bin/maxy": os.urandom(512 * 1024),
-    })  # fmt: skip
+        boots[slot.name] = fat_image(
+            folder / f"boot_{slot.name}-{version}.img",
+            sizes["boot_a"],
+            {
+                "config.txt": b"arm_64bit=1\nkernel=vmlinuz\n",
+                "cmdline.txt": cmdline(names),
+                "version.txt": version.encode() + b"\n",
+                "vmlinuz": kernel,
+            },
+        )
+    root = ext4_image(
+        folder / f"root-{version}.img",
+        sizes["root_a"],
+        {
+            "etc/maxy-version": version.encode() + b"\n",
+            "usr/bin/maxy": os.urandom(512 * 1024),
+        },
+    )
     return SlotImages(version, boots["a"], boots["b"], root)
 
 
@@ -141,8 +160,10 @@ def sfdisk_script(sizes: Mapping[str, int]) -> str:
     for part in PARTITIONS:
         size = sizes[part.name] * MIB // SECTOR
         kind = TYPE_FAT if part.fs == "vfat" else TYPE_LINUX
-        lines.append(f"start={start}, size={size}, type={kind}, "
-                     f"uuid={partuuid(part).upper()}, name={part.name}")  # fmt: skip
+        lines.append(
+            f"start={start}, size={size}, type={kind}, "
+            f"uuid={partuuid(part).upper()}, name={part.name}"
+        )
         start += size
     return "\n".join(lines) + "\n"
 
@@ -169,11 +190,20 @@ def build_card(
     total = (sum(sizes.values()) + 2) * MIB
     path.write_bytes(b"")
     os.truncate(path, total)
-    done = subprocess.run(["sfdisk", "--quiet", str(path)], input=sfdisk_script(sizes),
-                          capture_output=True, text=True, check=False)  # fmt: skip
+    done = subprocess.run(
+        ["sfdisk", "--quiet", str(path)],
+        input=sfdisk_script(sizes),
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     assert done.returncode == 0, done.stderr
-    bootconfig = fat_image(path.with_name(path.name + ".bootconfig"), sizes["bootconfig"],
-                           {"autoboot.txt": autoboot}, bits=fat_bits)  # fmt: skip
+    bootconfig = fat_image(
+        path.with_name(path.name + ".bootconfig"),
+        sizes["bootconfig"],
+        {"autoboot.txt": autoboot},
+        bits=fat_bits,
+    )
     table = partition_table(path)
     images = {1: bootconfig, 2: a.boot_a, 4: a.root}
     if b is not None:
@@ -213,8 +243,12 @@ def gpt_partuuid(card: Path, number: int) -> str:
 def mtype_autoboot(card: Path) -> bytes:
     """autoboot.txt as mtools (not our parser) reads it from partition 1."""
     offset = partition_table(card)[1][0]
-    done = subprocess.run(["mtype", "-i", f"{card}@@{offset}", "::/autoboot.txt"],
-                          capture_output=True, env=MTOOLS, check=False)  # fmt: skip
+    done = subprocess.run(
+        ["mtype", "-i", f"{card}@@{offset}", "::/autoboot.txt"],
+        capture_output=True,
+        env=MTOOLS,
+        check=False,
+    )
     assert done.returncode == 0, done.stderr
     return done.stdout
 
@@ -276,8 +310,10 @@ class SimDevice:
         return slot
 
     def slot_hashes(self, slot: Slot) -> tuple[str, str]:
-        return (sha256(read_partition(self.card, slot.boot.number)),
-                sha256(read_partition(self.card, slot.root.number)))  # fmt: skip
+        return (
+            sha256(read_partition(self.card, slot.boot.number)),
+            sha256(read_partition(self.card, slot.root.number)),
+        )
 
     def state(self) -> dict[str, object]:
         path = self.data / "ota" / "state.json"
@@ -337,11 +373,15 @@ def make_bundle(
     """A real .maxyupdate of ``images``."""
     version = version or images.version
     return create_bundle(
-        folder / f"maxy-{version}-{'-'.join(boards)}.maxyupdate", version=version, boards=boards,
-        boot_images={"a": images.boot_a, "b": images.boot_b}, root_image=images.root,
+        folder / f"maxy-{version}-{'-'.join(boards)}.maxyupdate",
+        version=version,
+        boards=boards,
+        boot_images={"a": images.boot_a, "b": images.boot_b},
+        root_image=images.root,
         signing_key=signer.private,
-        min_bootloader=min_bootloader, next_key=next_key.public if next_key else None,
-    )  # fmt: skip
+        min_bootloader=min_bootloader,
+        next_key=next_key.public if next_key else None,
+    )
 
 
 def maxy_ota(*args: str) -> list[str]:
@@ -352,8 +392,14 @@ def ota(
     device: SimDevice, *args: str, timeout: float = 300, **extra: str
 ) -> subprocess.CompletedProcess[str]:
     """Run ``maxy ota ARGS`` as a real process against the device."""
-    return subprocess.run(maxy_ota(*args), env={**device.env, **extra}, capture_output=True,
-                          text=True, timeout=timeout, check=False)  # fmt: skip
+    return subprocess.run(
+        maxy_ota(*args),
+        env={**device.env, **extra},
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
 
 
 def progress_lines(stdout: str) -> list[dict[str, object]]:

@@ -42,8 +42,12 @@ def maxy_stack(
 ) -> Iterator[Stack]:
     """Real engine, manager and edge processes: what `maxy ota commit` checks on a device."""
     root = tmp_path_factory.mktemp("stack")
-    env = make_env(neo4j_server, root / "data", MAXY_CLAUDE_BIN=str(DOUBLE),
-                   CLAUDE_DOUBLE_PYTHON=sys.executable)  # fmt: skip
+    env = make_env(
+        neo4j_server,
+        root / "data",
+        MAXY_CLAUDE_BIN=str(DOUBLE),
+        CLAUDE_DOUBLE_PYTHON=sys.executable,
+    )
     with running_stack(env, root / "logs", "engine", "manager", "edge") as stack:
         settings = env.settings
         wait_until(lambda: answers(settings.manager_socket), 60, f"the manager\n{stack.output()}")
@@ -58,6 +62,12 @@ def maxy_stack(
 
 def stack_settings(stack: Stack) -> dict[str, str]:
     """The settings a `maxy ota commit` on that stack's device needs to find it."""
-    names = ("MAXY_ACCOUNT_ID", "MAXY_RUNTIME_DIR", "MAXY_HOST", "MAXY_PORT", "MAXY_NEO4J_URI",
-             "MAXY_NEO4J_PASSWORD_FILE")  # fmt: skip
+    names = (
+        "MAXY_ACCOUNT_ID",
+        "MAXY_RUNTIME_DIR",
+        "MAXY_HOST",
+        "MAXY_PORT",
+        "MAXY_NEO4J_URI",
+        "MAXY_NEO4J_PASSWORD_FILE",
+    )
     return {name: stack.env.vars[name] for name in names}

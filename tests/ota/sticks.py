@@ -63,10 +63,13 @@ def make_bundle(
     boot_b.write_bytes(b"BOOT" * 4096 + seed + os.urandom(4096))
     root.write_bytes(b"ROOT" * 16384 + seed + os.urandom(4096))
     out = create_bundle(
-        folder / name, version=version, boards=boards, boot_images={"a": boot_a, "b": boot_b},
+        folder / name,
+        version=version,
+        boards=boards,
+        boot_images={"a": boot_a, "b": boot_b},
         root_image=root,
         signing_key=signer or keys.trusted,
-    )  # fmt: skip
+    )
     shutil.rmtree(images)
     return out
 
@@ -75,11 +78,16 @@ def fat_stick(path: Path, files: list[Path], size_mib: int = 64) -> Path:
     """A FAT32 stick image holding ``files`` in its root directory."""
     with path.open("wb") as handle:
         handle.truncate(size_mib * 1024 * 1024)
-    subprocess.run(["mkfs.vfat", "-F", "32", "-n", "MAXYSTICK", str(path)], check=True,
-                   capture_output=True)  # fmt: skip
+    subprocess.run(
+        ["mkfs.vfat", "-F", "32", "-n", "MAXYSTICK", str(path)], check=True, capture_output=True
+    )
     for file in files:
-        subprocess.run(["mcopy", "-i", str(path), str(file), f"::/{file.name}"], check=True,
-                       env=MTOOLS, capture_output=True)  # fmt: skip
+        subprocess.run(
+            ["mcopy", "-i", str(path), str(file), f"::/{file.name}"],
+            check=True,
+            env=MTOOLS,
+            capture_output=True,
+        )
     return path
 
 
@@ -89,8 +97,11 @@ def ext4_stick(path: Path, files: list[Path], size_mib: int = 64) -> Path:
     tree.mkdir()
     for file in files:
         shutil.copy(file, tree / file.name)
-    subprocess.run(["mke2fs", "-q", "-F", "-t", "ext4", "-d", str(tree), str(path),
-                    f"{size_mib}M"], check=True, capture_output=True)  # fmt: skip
+    subprocess.run(
+        ["mke2fs", "-q", "-F", "-t", "ext4", "-d", str(tree), str(path), f"{size_mib}M"],
+        check=True,
+        capture_output=True,
+    )
     shutil.rmtree(tree)
     return path
 

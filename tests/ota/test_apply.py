@@ -119,9 +119,11 @@ def served(tmp_path: Path) -> Iterator[tuple[str, Path]]:
 
 
 def test_apply_streams_a_bundle_from_a_url(
-    served: tuple[str, Path], device: SimDevice, releases: dict[str, SlotImages],
+    served: tuple[str, Path],
+    device: SimDevice,
+    releases: dict[str, SlotImages],
     release_key: Signer,
-) -> None:  # fmt: skip
+) -> None:
     base, folder = served
     bundle = make_bundle(folder, releases["1.0.0"], release_key)
     done = ota(device, "apply", f"{base}/{bundle.name}", "--progress", "json", "--yes")
@@ -159,8 +161,16 @@ def test_a_failed_backup_stops_the_update_before_any_slot_byte_and_disarms_a_sta
     device.reboot_param.write_text("0 tryboot")  # left armed by an apply killed before rebooting
     card = device.card.read_bytes()
 
-    done = ota(device, "apply", str(bundle), "--progress", "json", "--yes",
-               MAXY_OTA_BACKUP="on", MAXY_NEO4J_VERSION="1.0.0-absent")  # fmt: skip
+    done = ota(
+        device,
+        "apply",
+        str(bundle),
+        "--progress",
+        "json",
+        "--yes",
+        MAXY_OTA_BACKUP="on",
+        MAXY_NEO4J_VERSION="1.0.0-absent",
+    )
 
     assert done.returncode == 1
     assert "cannot dump the graph" in done.stderr and "MAXY_OTA_BACKUP=off" in done.stderr

@@ -47,16 +47,23 @@ SELECTION = [
 
 
 @pytest.mark.parametrize(("text", "tryboot", "expected"), SELECTION)
-def test_the_firmware_boots_the_slot_its_rules_name(text: str | bytes, tryboot: bool,
-                                                    expected: Slot) -> None:  # fmt: skip
+def test_the_firmware_boots_the_slot_its_rules_name(
+    text: str | bytes, tryboot: bool, expected: Slot
+) -> None:
     assert select_boot(text, tryboot) is expected
 
 
 @pytest.mark.parametrize(
     "text",
-    ["", "[all]\ntryboot_a_b=1\n", "[all]\nboot_partition=4\n", "[all]\nboot_partition=x\n",
-     "[all]\nboot_partition\n", "[all]\nboot_partition=2\n[tryboot]\nboot_partition=7\n"],
-)  # fmt: skip
+    [
+        "",
+        "[all]\ntryboot_a_b=1\n",
+        "[all]\nboot_partition=4\n",
+        "[all]\nboot_partition=x\n",
+        "[all]\nboot_partition\n",
+        "[all]\nboot_partition=2\n[tryboot]\nboot_partition=7\n",
+    ],
+)
 def test_a_file_naming_no_slot_is_refused_with_the_fix(text: str) -> None:
     with pytest.raises(StateError, match=r"autoboot\.txt"):
         parse(text)
@@ -71,8 +78,12 @@ def test_the_file_maxy_writes_is_fixed_length() -> None:
 def test_each_fat_kind_is_rewritten_in_place_in_one_sector(
     tmp_path: Path, releases: dict[str, SlotImages], bits: int, size_mib: int
 ) -> None:
-    card = build_card(tmp_path / "card.img", releases["0.1.0"],
-                      sizes={**SMALL_MIB, "bootconfig": size_mib}, fat_bits=bits)  # fmt: skip
+    card = build_card(
+        tmp_path / "card.img",
+        releases["0.1.0"],
+        sizes={**SMALL_MIB, "bootconfig": size_mib},
+        fat_bits=bits,
+    )
     before = read_partition(card, BOOTCONFIG.number)
     with Card(card) as opened:
         spot = autoboot.locate(opened, opened.extent(BOOTCONFIG))
@@ -167,7 +178,10 @@ def test_a_card_without_autoboot_says_how_to_restore_it(
 ) -> None:
     card = build_card(tmp_path / "card.img", releases["0.1.0"])
     offset = partition_table(card)[1][0]
-    subprocess.run(["mdel", "-i", f"{card}@@{offset}", "::/autoboot.txt"], check=True,
-                   env={**os.environ, "MTOOLS_SKIP_CHECK": "1"})  # fmt: skip
+    subprocess.run(
+        ["mdel", "-i", f"{card}@@{offset}", "::/autoboot.txt"],
+        check=True,
+        env={**os.environ, "MTOOLS_SKIP_CHECK": "1"},
+    )
     with Card(card) as opened, pytest.raises(StateError, match=r"no autoboot\.txt"):
         autoboot.read(opened)

@@ -18,8 +18,12 @@ pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
 
 
 def neo4j_env(data: Path) -> dict[str, str]:
-    return {"MAXY_DATA_DIR": str(data), "MAXY_NEO4J_URI": f"bolt://127.0.0.1:{free_port()}",
-            "MAXY_NEO4J_HEAP": "256m", "MAXY_NEO4J_PAGECACHE": "32m"}  # fmt: skip
+    return {
+        "MAXY_DATA_DIR": str(data),
+        "MAXY_NEO4J_URI": f"bolt://127.0.0.1:{free_port()}",
+        "MAXY_NEO4J_HEAP": "256m",
+        "MAXY_NEO4J_PAGECACHE": "32m",
+    }
 
 
 def memories(uri: str, password: str) -> list[str]:
@@ -31,14 +35,24 @@ def memories(uri: str, password: str) -> list[str]:
 def test_apply_dumps_the_graph_before_writing_and_the_dump_restores(
     tmp_path: Path, releases: dict[str, SlotImages], release_key: Signer
 ) -> None:
-    device = make_device(tmp_path / "device", releases["0.1.0"], MAXY_OTA_BACKUP="on",
-                         **neo4j_env(tmp_path / "device" / "data"))  # fmt: skip
+    device = make_device(
+        tmp_path / "device",
+        releases["0.1.0"],
+        MAXY_OTA_BACKUP="on",
+        **neo4j_env(tmp_path / "device" / "data"),
+    )
     trust(device, release_key)
     bundle = make_bundle(tmp_path / "bundles", releases["1.0.0"], release_key)
     settings = load_settings(device.env)
     instance = Neo4jInstance.from_settings(settings, device.env)
-    started = subprocess.run(maxy("neo4j", "start"), env=device.env, capture_output=True,
-                             text=True, timeout=300, check=False)  # fmt: skip
+    started = subprocess.run(
+        maxy("neo4j", "start"),
+        env=device.env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
     assert started.returncode == 0, started.stderr
     try:
         password = settings.neo4j_password_path.read_text().strip()
@@ -61,20 +75,37 @@ def test_apply_dumps_the_graph_before_writing_and_the_dump_restores(
         assert after is not None and after != before, "Neo4j was stopped for the dump, then started"
         assert memories(settings.neo4j_uri, password) == ["written before 1.0.0"]
     finally:
-        subprocess.run(maxy("neo4j", "stop"), env=device.env, capture_output=True, timeout=120,
-                       check=False)  # fmt: skip
+        subprocess.run(
+            maxy("neo4j", "stop"), env=device.env, capture_output=True, timeout=120, check=False
+        )
 
     # What a rollback needs: the dump loads into a store of its own and holds the graph.
     restore_env = {**device.env, **neo4j_env(tmp_path / "restore")}
     fresh = Neo4jInstance.from_settings(load_settings(restore_env), restore_env)
     fresh.prepare()
     loaded = subprocess.run(
-        [str(fresh.java.java), "-cp", str(fresh.dist / "lib" / "*"), ADMIN_CLASS, "database",
-         "load", "neo4j", f"--from-path={dump.parent}", "--overwrite-destination=true"],
-        env={"PATH": os.environ["PATH"], "JAVA_HOME": str(fresh.java.home),
-             "NEO4J_HOME": str(fresh.home), "NEO4J_CONF": str(fresh.home / "conf")},
-        capture_output=True, text=True, timeout=300, check=False,
-    )  # fmt: skip
+        [
+            str(fresh.java.java),
+            "-cp",
+            str(fresh.dist / "lib" / "*"),
+            ADMIN_CLASS,
+            "database",
+            "load",
+            "neo4j",
+            f"--from-path={dump.parent}",
+            "--overwrite-destination=true",
+        ],
+        env={
+            "PATH": os.environ["PATH"],
+            "JAVA_HOME": str(fresh.java.home),
+            "NEO4J_HOME": str(fresh.home),
+            "NEO4J_CONF": str(fresh.home / "conf"),
+        },
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
     assert loaded.returncode == 0, loaded.stderr[-2000:]
     with running(fresh):
         uri = restore_env["MAXY_NEO4J_URI"]
@@ -84,8 +115,12 @@ def test_apply_dumps_the_graph_before_writing_and_the_dump_restores(
 def test_a_graph_under_maxy_run_is_not_stopped_behind_its_back(
     tmp_path: Path, releases: dict[str, SlotImages], release_key: Signer
 ) -> None:
-    device = make_device(tmp_path / "device", releases["0.1.0"], MAXY_OTA_BACKUP="on",
-                         **neo4j_env(tmp_path / "device" / "data"))  # fmt: skip
+    device = make_device(
+        tmp_path / "device",
+        releases["0.1.0"],
+        MAXY_OTA_BACKUP="on",
+        **neo4j_env(tmp_path / "device" / "data"),
+    )
     trust(device, release_key)
     bundle = make_bundle(tmp_path / "bundles", releases["1.0.0"], release_key)
     instance = Neo4jInstance.from_settings(load_settings(device.env), device.env)

@@ -116,8 +116,13 @@ def test_a_bundle_is_a_tar_of_a_signed_manifest_and_three_payloads(
     assert doc["payloads"]["boot_b"]["sha256"] == sha256(images.boot_b.read_bytes())
     assert doc["payloads"]["root"]["size"] == images.root.stat().st_size
     assert doc["payloads"]["root"]["compressed_sha256"] == sha256(files["root.img.zst"])
-    manifest = verify_bundle(bundle, TrustStore.load(release_key.public.parent), board="rpi4",
-                             current_version="0.1.0", full=True)  # fmt: skip
+    manifest = verify_bundle(
+        bundle,
+        TrustStore.load(release_key.public.parent),
+        board="rpi4",
+        current_version="0.1.0",
+        full=True,
+    )
     assert manifest.version == "1.0.0" and manifest.key_id == key_id(
         load_public_key(release_key.public)
     )
@@ -128,23 +133,48 @@ def test_maxy_ota_bundle_signs_both_boot_images_and_the_root(
 ) -> None:
     """The release command: a boot image per slot, else a usage error."""
     images, out = releases["1.0.0"], tmp_path / "cli.maxyupdate"
-    common = ["--version", "1.0.0", "--board", "rpi4", "--root", str(images.root),
-              "--key", str(release_key.private)]  # fmt: skip
+    common = [
+        "--version",
+        "1.0.0",
+        "--board",
+        "rpi4",
+        "--root",
+        str(images.root),
+        "--key",
+        str(release_key.private),
+    ]
     done = subprocess.run(
-        maxy_ota("bundle", str(out), *common, "--boot-a", str(images.boot_a),
-                 "--boot-b", str(images.boot_b)),
-        capture_output=True, text=True, env=base_environ(), check=False,
-    )  # fmt: skip
+        maxy_ota(
+            "bundle",
+            str(out),
+            *common,
+            "--boot-a",
+            str(images.boot_a),
+            "--boot-b",
+            str(images.boot_b),
+        ),
+        capture_output=True,
+        text=True,
+        env=base_environ(),
+        check=False,
+    )
     assert done.returncode == 0, done.stderr
-    manifest = verify_bundle(out, TrustStore.load(release_key.public.parent), board="rpi4",
-                             current_version="0.1.0", full=True)  # fmt: skip
+    manifest = verify_bundle(
+        out,
+        TrustStore.load(release_key.public.parent),
+        board="rpi4",
+        current_version="0.1.0",
+        full=True,
+    )
     assert manifest.payloads["boot_a"].sha256 == sha256(images.boot_a.read_bytes())
     assert manifest.payloads["boot_b"].sha256 == sha256(images.boot_b.read_bytes())
     one_boot = subprocess.run(
-        maxy_ota("bundle", str(tmp_path / "x.maxyupdate"), *common, "--boot-a",
-                 str(images.boot_a)),
-        capture_output=True, text=True, env=base_environ(), check=False,
-    )  # fmt: skip
+        maxy_ota("bundle", str(tmp_path / "x.maxyupdate"), *common, "--boot-a", str(images.boot_a)),
+        capture_output=True,
+        text=True,
+        env=base_environ(),
+        check=False,
+    )
     assert one_boot.returncode == 2 and "--boot-b" in one_boot.stderr
 
 
@@ -217,9 +247,14 @@ def test_a_bundle_signed_by_an_unknown_key_is_refused(
     ],
 )
 def test_a_genuine_bundle_not_for_this_device_is_refused(
-    tmp_path: Path, device: SimDevice, releases: dict[str, SlotImages], release_key: Signer,
-    case: str, error: type[OtaError], match: str,
-) -> None:  # fmt: skip
+    tmp_path: Path,
+    device: SimDevice,
+    releases: dict[str, SlotImages],
+    release_key: Signer,
+    case: str,
+    error: type[OtaError],
+    match: str,
+) -> None:
     images, options = releases["1.0.0"], {}
     if case == "downgrade":
         options = {"version": "0.0.9"}
@@ -262,9 +297,15 @@ def test_an_x86_64_device_has_no_bootloader_date_to_check(
     ],
 )
 def test_a_malformed_bundle_is_refused(
-    tmp_path: Path, device: SimDevice, bundle: Path, release_key: Signer,
-    releases: dict[str, SlotImages], case: str, error: type[OtaError], match: str,
-) -> None:  # fmt: skip
+    tmp_path: Path,
+    device: SimDevice,
+    bundle: Path,
+    release_key: Signer,
+    releases: dict[str, SlotImages],
+    case: str,
+    error: type[OtaError],
+    match: str,
+) -> None:
     out = tmp_path / "bad.maxyupdate"
     key = release_key.private
     if case == "newer format":
@@ -282,8 +323,18 @@ def test_a_malformed_bundle_is_refused(
 
         rebuild(signed, out, key, edit=swap_signature)
     elif case == "payloads swapped":
-        rebuild(bundle, out, key, order=["manifest.json", "manifest.sig", "root.img.zst",
-                                         "boot_a.img.zst", "boot_b.img.zst"])  # fmt: skip
+        rebuild(
+            bundle,
+            out,
+            key,
+            order=[
+                "manifest.json",
+                "manifest.sig",
+                "root.img.zst",
+                "boot_a.img.zst",
+                "boot_b.img.zst",
+            ],
+        )
     elif case == "extra member":
         rebuild(bundle, out, key, extra={"evil.sh": b"#!/bin/sh\n"})
     elif case == "not a tar":
@@ -297,8 +348,12 @@ def test_a_signed_payload_that_decompresses_wrongly_never_gets_armed(
     tmp_path: Path, device: SimDevice, bundle: Path, release_key: Signer
 ) -> None:
     """A signer's mistake (wrong uncompressed hash) is caught while writing the inactive slot."""
-    out = rebuild(bundle, tmp_path / "wrong.maxyupdate", release_key.private,
-                  edit=lambda doc: doc["payloads"]["root"].update(sha256="0" * 64))  # fmt: skip
+    out = rebuild(
+        bundle,
+        tmp_path / "wrong.maxyupdate",
+        release_key.private,
+        edit=lambda doc: doc["payloads"]["root"].update(sha256="0" * 64),
+    )
     committed = device.slot_hashes(SLOT_A)
     autoboot = mtype_autoboot(device.card)
     with pytest.raises(PayloadError, match="different hash"):

@@ -45,8 +45,13 @@ def test_a_disk_without_gpt_says_to_point_at_the_whole_card(tmp_path: Path) -> N
 def test_a_foreign_gpt_disk_is_refused(tmp_path: Path) -> None:
     disk = tmp_path / "other.img"
     disk.write_bytes(bytes(8 << 20))
-    subprocess.run(["sfdisk", "--quiet", str(disk)], input="label: gpt\nsize=2MiB, name=EFI\n",
-                   text=True, check=True, capture_output=True)  # fmt: skip
+    subprocess.run(
+        ["sfdisk", "--quiet", str(disk)],
+        input="label: gpt\nsize=2MiB, name=EFI\n",
+        text=True,
+        check=True,
+        capture_output=True,
+    )
     with pytest.raises(StateError, match="not a Maxy card"):
         Card(disk)
 

@@ -36,18 +36,27 @@ pytestmark = pytest.mark.timeout(300)
 
 def nothing_running() -> dict[str, str]:
     """Settings under which no part of Maxy answers."""
-    return {"MAXY_PORT": str(free_port()), "MAXY_HOST": "127.0.0.1",
-            "MAXY_RUNTIME_DIR": tempfile.mkdtemp(prefix="maxy-none-", dir="/tmp"),
-            "MAXY_ACCOUNT_ID": "00000000-0000-4000-8000-000000000000"}  # fmt: skip
+    return {
+        "MAXY_PORT": str(free_port()),
+        "MAXY_HOST": "127.0.0.1",
+        "MAXY_RUNTIME_DIR": tempfile.mkdtemp(prefix="maxy-none-", dir="/tmp"),
+        "MAXY_ACCOUNT_ID": "00000000-0000-4000-8000-000000000000",
+    }
 
 
 def trial_of(
-    tmp_path: Path, releases: dict[str, SlotImages], signer: Signer, running: dict[str, str],
-    *, next_key: Signer | None = None, window: str = "60",
-) -> SimDevice:  # fmt: skip
+    tmp_path: Path,
+    releases: dict[str, SlotImages],
+    signer: Signer,
+    running: dict[str, str],
+    *,
+    next_key: Signer | None = None,
+    window: str = "60",
+) -> SimDevice:
     """A device running 0.1.0 that applied 1.0.0 and rebooted into its trial on slot B."""
-    device = make_device(tmp_path / "device", releases["0.1.0"], **running,
-                         MAXY_OTA_COMMIT_WINDOW=window)  # fmt: skip
+    device = make_device(
+        tmp_path / "device", releases["0.1.0"], **running, MAXY_OTA_COMMIT_WINDOW=window
+    )
     trust(device, signer)
     bundle = make_bundle(tmp_path / "bundles", releases["1.0.0"], signer, next_key=next_key)
     done = ota(device, "apply", str(bundle), "--yes", "--progress", "none")
@@ -130,8 +139,9 @@ def test_a_committed_next_key_signs_the_following_release(
 ) -> None:
     upcoming = make_signer(tmp_path / "keys", "next")
     stranger = make_signer(tmp_path / "keys", "stranger")
-    device = trial_of(tmp_path, releases, release_key, stack_settings(maxy_stack),
-                      next_key=upcoming)  # fmt: skip
+    device = trial_of(
+        tmp_path, releases, release_key, stack_settings(maxy_stack), next_key=upcoming
+    )
     rotated = device.data / "keys" / "ota" / f"{key_id(load_public_key(upcoming.public))}.pub"
     assert not rotated.exists(), "a key must not be trusted before its bundle is committed"
 
@@ -154,8 +164,9 @@ def test_a_next_key_of_a_failed_trial_is_never_trusted(
     tmp_path: Path, releases: dict[str, SlotImages], release_key: Signer
 ) -> None:
     upcoming = make_signer(tmp_path / "keys", "next")
-    device = trial_of(tmp_path, releases, release_key, nothing_running(), next_key=upcoming,
-                      window="1")  # fmt: skip
+    device = trial_of(
+        tmp_path, releases, release_key, nothing_running(), next_key=upcoming, window="1"
+    )
     assert ota(device, "commit").returncode == 1
     assert device.boot() is SLOT_A
     assert not (device.data / "keys" / "ota").exists()

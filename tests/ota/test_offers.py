@@ -67,8 +67,10 @@ def paths(tmp_path: Path) -> UpdatePaths:
 def offered(paths: UpdatePaths, keys: Keys, stick: Path) -> dict[str, Offer]:
     """The stick's two offers, as the watcher records them: one verified, one refused."""
     found = scanner(paths, keys).scan(stick, "/dev/sda1")
-    return {"good": next(o for o in found if o.verified),
-            "refused": next(o for o in found if not o.verified)}  # fmt: skip
+    return {
+        "good": next(o for o in found if o.verified),
+        "refused": next(o for o in found if not o.verified),
+    }
 
 
 def progress_lines(paths: UpdatePaths) -> list[dict[str, Any]]:
@@ -138,9 +140,18 @@ def _request(chosen: Offer, **changes: Any) -> dict[str, Any]:
         ({"offer": "../../x"}, "no longer offered"),
         ({"sha256": "0" * 64}, "offer changed after it was confirmed"),
     ],
-    ids=["old", "future", "no-time", "other-boot", "no-nonce", "odd-nonce", "unknown-offer",
-         "odd-offer", "other-sha"],
-)  # fmt: skip
+    ids=[
+        "old",
+        "future",
+        "no-time",
+        "other-boot",
+        "no-nonce",
+        "odd-nonce",
+        "unknown-offer",
+        "odd-offer",
+        "other-sha",
+    ],
+)
 def test_requests_that_are_not_fresh_and_exact_are_refused(
     paths: UpdatePaths, offered: dict[str, Offer], changes: dict[str, Any], reason: str
 ) -> None:
@@ -241,9 +252,13 @@ def test_a_request_nobody_took_in_time_no_longer_blocks_the_page(
 def _run_request(device: SimDevice) -> subprocess.CompletedProcess[str]:
     """What maxy-ota-request.service runs when the app wrote a request."""
     return subprocess.run(
-        maxy_ota("run-request"), env=device.env, capture_output=True, text=True, timeout=300,
+        maxy_ota("run-request"),
+        env=device.env,
+        capture_output=True,
+        text=True,
+        timeout=300,
         check=False,
-    )  # fmt: skip
+    )
 
 
 @pytest.fixture

@@ -104,8 +104,13 @@ class Run:
 
 
 def start(device: SimDevice, args: list[str]) -> tuple[Run, threading.Thread]:
-    proc = subprocess.Popen(maxy_ota(*args), env=device.env, stdout=subprocess.PIPE,
-                            stderr=subprocess.DEVNULL, start_new_session=True)  # fmt: skip
+    proc = subprocess.Popen(
+        maxy_ota(*args),
+        env=device.env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
     run = Run(proc)
     reader = threading.Thread(target=run.read, daemon=True)
     reader.start()
@@ -116,8 +121,9 @@ def moved(device: SimDevice, root: Path) -> SimDevice:
     """The same device, copied to ``root`` (its settings pointing at the copy)."""
     shutil.copytree(device.root, root)
     old = str(device.root)
-    return SimDevice(root, root / device.card.name,
-                     {k: v.replace(old, str(root)) for k, v in device.env.items()})  # fmt: skip
+    return SimDevice(
+        root, root / device.card.name, {k: v.replace(old, str(root)) for k, v in device.env.items()}
+    )
 
 
 def calibrate(template: SimDevice, scratch: Path, args: list[str]) -> Timeline:
@@ -157,13 +163,19 @@ def tear_autoboot(device: SimDevice, target: bytes, rng: random.Random) -> None:
 
 @pytest.fixture(scope="module")
 def templates(
-    tmp_path_factory: pytest.TempPathFactory, releases: dict[str, SlotImages],
-    release_key: Signer, maxy_stack: Stack,
-) -> dict[str, SimDevice | Path]:  # fmt: skip
+    tmp_path_factory: pytest.TempPathFactory,
+    releases: dict[str, SlotImages],
+    release_key: Signer,
+    maxy_stack: Stack,
+) -> dict[str, SimDevice | Path]:
     """A device before apply (slot B empty), one in the trial boot, and the bundle."""
     root = tmp_path_factory.mktemp("powercut")
-    before = make_device(root / "before-apply", releases["0.1.0"],
-                         **stack_settings(maxy_stack), MAXY_OTA_COMMIT_WINDOW="60")  # fmt: skip
+    before = make_device(
+        root / "before-apply",
+        releases["0.1.0"],
+        **stack_settings(maxy_stack),
+        MAXY_OTA_COMMIT_WINDOW="60",
+    )
     trust(before, release_key)
     bundle = make_bundle(root / "bundles", releases["1.0.0"], release_key)
     trial = moved(before, root / "in-trial")
@@ -174,9 +186,11 @@ def templates(
 
 
 def test_every_power_cut_leaves_an_intact_slot_to_boot(
-    tmp_path: Path, templates: dict[str, SimDevice | Path], releases: dict[str, SlotImages],
+    tmp_path: Path,
+    templates: dict[str, SimDevice | Path],
+    releases: dict[str, SlotImages],
     capsys: pytest.CaptureFixture[str],
-) -> None:  # fmt: skip
+) -> None:
     apply_template, commit_template = templates["apply"], templates["commit"]
     bundle = templates["bundle"]
     assert isinstance(apply_template, SimDevice) and isinstance(commit_template, SimDevice)
@@ -188,8 +202,10 @@ def test_every_power_cut_leaves_an_intact_slot_to_boot(
         "apply": ["apply", str(bundle), "--yes", "--progress", "json"],
         "commit": ["commit", "--progress", "json"],
     }
-    timelines = {kind: calibrate(templates[kind], tmp_path / f"calibrate-{kind}", commands[kind])  # type: ignore[arg-type]
-                 for kind in commands}  # fmt: skip
+    timelines = {
+        kind: calibrate(templates[kind], tmp_path / f"calibrate-{kind}", commands[kind])  # type: ignore[arg-type]
+        for kind in commands
+    }
     rng = random.Random(SEED)
     landed: Counter[tuple[str, str]] = Counter()
     tears: Counter[str] = Counter()
@@ -223,8 +239,9 @@ def test_every_power_cut_leaves_an_intact_slot_to_boot(
 
         if rng.random() < 0.5 and not completed:
             if kind == "apply" and phase in ("write-boot", "write-root"):
-                tear_slot(device, SLOT_B.boot.number if phase == "write-boot" else
-                          SLOT_B.root.number, rng)  # fmt: skip
+                tear_slot(
+                    device, SLOT_B.boot.number if phase == "write-boot" else SLOT_B.root.number, rng
+                )
                 tears["apply: slot write cut short"] += 1
             elif kind == "apply" and phase == "arm":
                 tear_autoboot(device, render(SLOT_A, SLOT_B), rng)
@@ -259,7 +276,15 @@ def test_every_power_cut_leaves_an_intact_slot_to_boot(
         print(f"  tears: {dict(tears)}")
         for outcome, count in sorted(booted.items()):
             print(f"  {outcome}: {count}")
-        print(json.dumps({"runs": RUNS, "seed": SEED,
-                          "landed": {f"{k}:{p}": n for (k, p), n in sorted(landed.items())},
-                          "tears": dict(tears), "booted": dict(booted)}))  # fmt: skip
+        print(
+            json.dumps(
+                {
+                    "runs": RUNS,
+                    "seed": SEED,
+                    "landed": {f"{k}:{p}": n for (k, p), n in sorted(landed.items())},
+                    "tears": dict(tears),
+                    "booted": dict(booted),
+                }
+            )
+        )
     assert sum(landed.values()) == RUNS

@@ -96,8 +96,9 @@ def test_a_bundle_on_a_stick_is_copied_verified_and_offered(
     assert sha256(stick) == before, "the stick must only be read"
 
 
-def test_odd_but_valid_names_are_found(bundle: Path, keys: Keys, paths: UpdatePaths,
-                                       tmp_path: Path) -> None:  # fmt: skip
+def test_odd_but_valid_names_are_found(
+    bundle: Path, keys: Keys, paths: UpdatePaths, tmp_path: Path
+) -> None:
     shouting = tmp_path / "UPDATE.MAXYUPDATE"
     shutil.copy(bundle, shouting)
     spaced = tmp_path / "maxy 1.4 (final).maxyupdate"
@@ -155,8 +156,9 @@ def test_a_bad_bundle_is_offered_as_refused_with_the_reason(
     assert offers.load_offers(paths) == [offer]
 
 
-def test_a_stick_without_bundles_offers_nothing(keys: Keys, paths: UpdatePaths,
-                                                tmp_path: Path) -> None:  # fmt: skip
+def test_a_stick_without_bundles_offers_nothing(
+    keys: Keys, paths: UpdatePaths, tmp_path: Path
+) -> None:
     photo = tmp_path / "photo.jpg"
     photo.write_bytes(b"\xff\xd8" + os.urandom(3000))
     nearly = tmp_path / "update.maxyupdate.txt"
@@ -185,8 +187,9 @@ def test_other_filesystems_are_ignored_with_a_log_line(
         list_bundles(image, "exfat")
 
 
-def test_limits_refuse_before_copying(bundle: Path, keys: Keys, paths: UpdatePaths,
-                                      tmp_path: Path) -> None:  # fmt: skip
+def test_limits_refuse_before_copying(
+    bundle: Path, keys: Keys, paths: UpdatePaths, tmp_path: Path
+) -> None:
     stick = fat_stick(tmp_path / "stick.img", [bundle])
     size = bundle.stat().st_size
     [big] = scanner(paths, keys, max_bytes=size - 1).scan(stick)
@@ -243,36 +246,93 @@ def verdict_for_udev_event(props: dict[str, str]) -> list[Any]:
     libudev does that once per process, hence a child process) and ask the filter."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("ID_", "DEV"))}
     env.update({"ACTION": "add", "SUBSYSTEM": "block", "SEQNUM": "4711", **props})
-    done = subprocess.run([sys.executable, "-c", PROBE], env=env, capture_output=True,
-                          text=True, check=True, cwd=REPO)  # fmt: skip
+    done = subprocess.run(
+        [sys.executable, "-c", PROBE], env=env, capture_output=True, text=True, check=True, cwd=REPO
+    )
     answer: list[Any] = json.loads(done.stdout)
     return answer
 
 
 USB_PATH = "/devices/pci0000:00/0000:00:14.0/usb1/1-2/1-2:1.0/host6/target6:0:0/6:0:0:0/block/sdb"
-USB = {"ID_BUS": "usb", "ID_USB_DRIVER": "usb-storage", "ID_VENDOR": "SanDisk",
-       "ID_MODEL": "Cruzer_Blade"}  # fmt: skip
+USB = {
+    "ID_BUS": "usb",
+    "ID_USB_DRIVER": "usb-storage",
+    "ID_VENDOR": "SanDisk",
+    "ID_MODEL": "Cruzer_Blade",
+}
 
 
 @pytest.mark.parametrize(
     ("props", "wanted"),
     [
-        ({**USB, "DEVTYPE": "partition", "DEVNAME": "/dev/sdb1", "DEVPATH": USB_PATH + "/sdb1",
-          "ID_FS_TYPE": "vfat"}, True),
-        ({**USB, "DEVTYPE": "disk", "DEVNAME": "/dev/sdb", "DEVPATH": USB_PATH,
-          "ID_FS_TYPE": "vfat"}, True),  # a stick formatted without a partition table
-        ({**USB, "DEVTYPE": "disk", "DEVNAME": "/dev/sdb", "DEVPATH": USB_PATH,
-          "ID_PART_TABLE_TYPE": "dos"}, False),  # its partitions get their own events
-        ({**USB, "DEVTYPE": "disk", "DEVNAME": "/dev/sr0", "DEVPATH": USB_PATH,
-          "ID_TYPE": "cd", "ID_CDROM": "1"}, False),
-        ({"ID_BUS": "ata", "DEVTYPE": "partition", "DEVNAME": "/dev/sda1",
-          "DEVPATH": "/devices/pci0000:00/ata1/host0/block/sda/sda1"}, False),
-        ({"DEVTYPE": "partition", "DEVNAME": "/dev/mmcblk0p6",
-          "DEVPATH": "/devices/platform/emmc2bus/mmc0/block/mmcblk0/mmcblk0p6"}, False),
+        (
+            {
+                **USB,
+                "DEVTYPE": "partition",
+                "DEVNAME": "/dev/sdb1",
+                "DEVPATH": USB_PATH + "/sdb1",
+                "ID_FS_TYPE": "vfat",
+            },
+            True,
+        ),
+        (
+            {
+                **USB,
+                "DEVTYPE": "disk",
+                "DEVNAME": "/dev/sdb",
+                "DEVPATH": USB_PATH,
+                "ID_FS_TYPE": "vfat",
+            },
+            True,
+        ),  # a stick formatted without a partition table
+        (
+            {
+                **USB,
+                "DEVTYPE": "disk",
+                "DEVNAME": "/dev/sdb",
+                "DEVPATH": USB_PATH,
+                "ID_PART_TABLE_TYPE": "dos",
+            },
+            False,
+        ),  # its partitions get their own events
+        (
+            {
+                **USB,
+                "DEVTYPE": "disk",
+                "DEVNAME": "/dev/sr0",
+                "DEVPATH": USB_PATH,
+                "ID_TYPE": "cd",
+                "ID_CDROM": "1",
+            },
+            False,
+        ),
+        (
+            {
+                "ID_BUS": "ata",
+                "DEVTYPE": "partition",
+                "DEVNAME": "/dev/sda1",
+                "DEVPATH": "/devices/pci0000:00/ata1/host0/block/sda/sda1",
+            },
+            False,
+        ),
+        (
+            {
+                "DEVTYPE": "partition",
+                "DEVNAME": "/dev/mmcblk0p6",
+                "DEVPATH": "/devices/platform/emmc2bus/mmc0/block/mmcblk0/mmcblk0p6",
+            },
+            False,
+        ),
     ],
-    ids=["usb-partition", "usb-superfloppy", "usb-partitioned-disk", "usb-cdrom", "sata",
-         "sd-card"],
-)  # fmt: skip
+    ids=[
+        "usb-partition",
+        "usb-superfloppy",
+        "usb-partitioned-disk",
+        "usb-cdrom",
+        "sata",
+        "sd-card",
+    ],
+)
 def test_only_usb_mass_storage_is_read(props: dict[str, str], wanted: bool) -> None:
     subsystem, action, verdict, described = verdict_for_udev_event(props)
     assert (subsystem, action, verdict) == ("block", "add", wanted)
@@ -291,8 +351,9 @@ def test_this_machines_own_disks_are_not_usb_sticks() -> None:
 
 
 def _losetup(*args: str) -> str:
-    return subprocess.run(["losetup", *args], check=True, capture_output=True,
-                          text=True).stdout.strip()  # fmt: skip
+    return subprocess.run(
+        ["losetup", *args], check=True, capture_output=True, text=True
+    ).stdout.strip()
 
 
 @pytest.fixture
@@ -309,8 +370,9 @@ def test_the_watcher_offers_a_stick_that_appears_and_one_present_at_start(
 ) -> None:
     stick = fat_stick(tmp_path / "stick.img", [bundle])
     # The kernel's own uevents (no udevd here, so no ID_BUS): accept just our loop device.
-    watcher = Watcher(scanner(paths, keys), accept=lambda d: d.device_node == loop_node,
-                      source="kernel")  # fmt: skip
+    watcher = Watcher(
+        scanner(paths, keys), accept=lambda d: d.device_node == loop_node, source="kernel"
+    )
     stop = threading.Event()
     thread = threading.Thread(target=watcher.run, kwargs={"stop": stop, "poll": 0.2})
     thread.start()
@@ -329,8 +391,9 @@ def test_the_watcher_offers_a_stick_that_appears_and_one_present_at_start(
     paths.offers.unlink()
     _losetup(loop_node, str(stick))
     stop = threading.Event()
-    again = Watcher(scanner(paths, keys), accept=lambda d: d.device_node == loop_node,
-                    source="kernel")  # fmt: skip
+    again = Watcher(
+        scanner(paths, keys), accept=lambda d: d.device_node == loop_node, source="kernel"
+    )
     thread = threading.Thread(target=again.run, kwargs={"stop": stop, "poll": 0.2})
     thread.start()
     try:

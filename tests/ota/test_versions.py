@@ -9,10 +9,24 @@ import pytest
 from appliance.ota.versions import InvalidVersion, parse
 
 ASCENDING = [
-    "0.1.0", "1.0.dev1", "1.0a1", "1.0.0-alpha.2", "1.0b1", "1.0.0-beta.11", "1.0rc1",
-    "1.0.0-rc.2", "1.0.0", "1.0.post1", "1.0.1", "1.9.0", "1.10.0", "2.0.0-rc.1", "2.0.0",
-    "v2.0.1", "10.0",
-]  # fmt: skip
+    "0.1.0",
+    "1.0.dev1",
+    "1.0a1",
+    "1.0.0-alpha.2",
+    "1.0b1",
+    "1.0.0-beta.11",
+    "1.0rc1",
+    "1.0.0-rc.2",
+    "1.0.0",
+    "1.0.post1",
+    "1.0.1",
+    "1.9.0",
+    "1.10.0",
+    "2.0.0-rc.1",
+    "2.0.0",
+    "v2.0.1",
+    "10.0",
+]
 
 
 @pytest.mark.parametrize(("older", "newer"), list(itertools.pairwise(ASCENDING)))

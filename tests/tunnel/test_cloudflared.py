@@ -31,8 +31,11 @@ def test_cloudflared_validates_our_config_and_matches_its_rules(tmp_path: Path) 
     def rule(url: str) -> str:
         done = subprocess.run(
             [REAL, "tunnel", "--config", str(config), "ingress", "rule", url],
-            capture_output=True, text=True, timeout=30, check=True,
-        )  # fmt: skip
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=True,
+        )
         return done.stdout
 
     assert "http://localhost:19200" in rule("https://maxy.example.com/admin")

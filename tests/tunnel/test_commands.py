@@ -28,9 +28,12 @@ def tunnel_env(maxy_env: Env, tmp_path: Path) -> Env:
 
 def run(env: Env, *args: str, **extra: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        maxy("tunnel", *args), env={**env.vars, **extra}, capture_output=True, text=True,
+        maxy("tunnel", *args),
+        env={**env.vars, **extra},
+        capture_output=True,
+        text=True,
         timeout=120,
-    )  # fmt: skip
+    )
 
 
 def graph(server: Neo4jServer, account: str) -> list[dict[str, Any]]:
@@ -85,14 +88,23 @@ def test_the_whole_set_up_is_recorded_without_secrets(
     log = Path(tunnel_env.vars["CLOUDFLARED_DOUBLE_LOG"]).read_text()
     calls = [json.loads(line) for line in log.splitlines()]
     assert [c for c in calls if "dns" in c] == [
-        ["tunnel", "--origincert", str(settings.cloudflared_dir / "cert.pem"), "route", "dns",
-         tunnel_id, host] for host in ("maxy.example.com", "example.com")
-    ]  # fmt: skip
+        [
+            "tunnel",
+            "--origincert",
+            str(settings.cloudflared_dir / "cert.pem"),
+            "route",
+            "dns",
+            tunnel_id,
+            host,
+        ]
+        for host in ("maxy.example.com", "example.com")
+    ]
 
     # cloudflared's own validation refusing leaves the running config as it was.
     before = config.read_text()
-    refused = run(tunnel_env, "route", "shop.example.com", "--role", "public",
-                  CLOUDFLARED_DOUBLE_REFUSE="1")  # fmt: skip
+    refused = run(
+        tunnel_env, "route", "shop.example.com", "--role", "public", CLOUDFLARED_DOUBLE_REFUSE="1"
+    )
     assert refused.returncode == 1 and "cloudflared refused the config" in refused.stderr
     assert config.read_text() == before
 
@@ -101,18 +113,24 @@ def test_the_whole_set_up_is_recorded_without_secrets(
 
     nodes = graph(neo4j_server, tunnel_env.account_id)
     kinds = sorted(n["props"]["kind"] for n in nodes if n["label"] == "Task")
-    assert kinds == sorted([
-        "cloudflare-tunnel-login", "cloudflare-tunnel-create", "cloudflare-tunnel-route",
-        "cloudflare-tunnel-route", "cloudflare-hostname-remove",
-    ])  # fmt: skip
+    assert kinds == sorted(
+        [
+            "cloudflare-tunnel-login",
+            "cloudflare-tunnel-create",
+            "cloudflare-tunnel-route",
+            "cloudflare-tunnel-route",
+            "cloudflare-hostname-remove",
+        ]
+    )
     by_id = {n["props"]["id"]: n for n in nodes if n["label"] != "Task"}
     assert by_id[tunnel_id]["producedBy"] == ["cloudflare-tunnel-create"]
     assert by_id["maxy.example.com"]["props"]["role"] == "admin"
     assert by_id["maxy.example.com"]["producedBy"] == ["cloudflare-tunnel-route"]
     assert by_id["example.com"]["props"]["status"] == "removed"
     assert sorted(by_id["example.com"]["producedBy"]) == [
-        "cloudflare-hostname-remove", "cloudflare-tunnel-route"
-    ]  # fmt: skip
+        "cloudflare-hostname-remove",
+        "cloudflare-tunnel-route",
+    ]
 
     ok("remove")
     assert not config.exists() and not (settings.cloudflared_dir / f"{tunnel_id}.json").exists()

@@ -84,8 +84,13 @@ def verdict(response: httpx.Response) -> tuple[str, str, str]:
 
 def cloudflared_shaped(host: str, client: str = "203.0.113.9") -> dict[str, str]:
     """What cloudflared sends the origin: Cloudflare's client-IP headers and the public Host."""
-    return {"Host": host, "Cf-Connecting-Ip": client, "Cf-Ray": "8a1b2c3d4e5f-LHR",
-            "Cf-Visitor": '{"scheme":"https"}', "X-Forwarded-Proto": "https"}  # fmt: skip
+    return {
+        "Host": host,
+        "Cf-Connecting-Ip": client,
+        "Cf-Ray": "8a1b2c3d4e5f-LHR",
+        "Cf-Visitor": '{"scheme":"https"}',
+        "X-Forwarded-Proto": "https",
+    }
 
 
 def test_tunnel_requests_are_external_and_routed_by_the_config_role(stack: Stack) -> None:

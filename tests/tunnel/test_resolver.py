@@ -16,25 +16,56 @@ NO_TUNNEL = {"hostname": None, "source": None, "reason": "no-tunnel"}
 CASES: list[tuple[str, dict[str, str], list[str], dict[str, Any]]] = [
     # (name, config hostnames -> role, alias domains, expected)
     ("no tunnel", {}, [], NO_TUNNEL),
-    ("config only", {"shop.example.com": "public"}, [],
-     {"hostname": "shop.example.com", "isApex": False, "source": "cloudflared"}),
-    ("alias only", {}, ["example.org"],
-     {"hostname": "example.org", "isApex": True, "source": "alias-domains"}),
-    ("both: the config wins", {"shop.example.com": "public"}, ["example.org"],
-     {"hostname": "shop.example.com", "isApex": False, "source": "cloudflared"}),
-    ("apex beats www and deep", {"a.b.example.com": "public", "www.example.com": "public",
-                                 "example.com": "public"}, [],
-     {"hostname": "example.com", "isApex": True, "source": "cloudflared"}),
-    ("www beats a subdomain", {"shop.example.com": "public", "www.example.com": "public"}, [],
-     {"hostname": "www.example.com", "isApex": True, "source": "cloudflared"}),
-    ("deep subdomains keep file order", {"x.y.example.com": "public", "z.example.com": "public"},
-     [], {"hostname": "x.y.example.com", "isApex": False, "source": "cloudflared"}),
-    ("admin host names are never offered", {"example.com": "admin"}, ["www.example.org"],
-     {"hostname": "www.example.org", "isApex": True, "source": "alias-domains"}),
+    (
+        "config only",
+        {"shop.example.com": "public"},
+        [],
+        {"hostname": "shop.example.com", "isApex": False, "source": "cloudflared"},
+    ),
+    (
+        "alias only",
+        {},
+        ["example.org"],
+        {"hostname": "example.org", "isApex": True, "source": "alias-domains"},
+    ),
+    (
+        "both: the config wins",
+        {"shop.example.com": "public"},
+        ["example.org"],
+        {"hostname": "shop.example.com", "isApex": False, "source": "cloudflared"},
+    ),
+    (
+        "apex beats www and deep",
+        {"a.b.example.com": "public", "www.example.com": "public", "example.com": "public"},
+        [],
+        {"hostname": "example.com", "isApex": True, "source": "cloudflared"},
+    ),
+    (
+        "www beats a subdomain",
+        {"shop.example.com": "public", "www.example.com": "public"},
+        [],
+        {"hostname": "www.example.com", "isApex": True, "source": "cloudflared"},
+    ),
+    (
+        "deep subdomains keep file order",
+        {"x.y.example.com": "public", "z.example.com": "public"},
+        [],
+        {"hostname": "x.y.example.com", "isApex": False, "source": "cloudflared"},
+    ),
+    (
+        "admin host names are never offered",
+        {"example.com": "admin"},
+        ["www.example.org"],
+        {"hostname": "www.example.org", "isApex": True, "source": "alias-domains"},
+    ),
     ("only an admin host name: no tunnel", {"example.com": "admin"}, [], NO_TUNNEL),
-    ("alias apex vs deep", {}, ["a.b.example.org", "www.example.org", "bad host", "example.org"],
-     {"hostname": "example.org", "isApex": True, "source": "alias-domains"}),
-]  # fmt: skip
+    (
+        "alias apex vs deep",
+        {},
+        ["a.b.example.org", "www.example.org", "bad host", "example.org"],
+        {"hostname": "example.org", "isApex": True, "source": "alias-domains"},
+    ),
+]
 
 
 @pytest.mark.parametrize(
