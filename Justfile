@@ -9,7 +9,7 @@ export MAXY_DATA_DIR := env("MAXY_DATA_DIR", root / ".dev/data")
 export MAXY_RUNTIME_DIR := env("MAXY_RUNTIME_DIR", root / ".dev/run")
 
 # Serve Maxy on http://localhost:19200 with a supervised Neo4j and the dev embedding model.
-run: bootstrap
+run: (bootstrap "run")
     #!/usr/bin/env bash
     set -euo pipefail
     if [ -z "${MAXY_ACCOUNT_ID:-}" ]; then
@@ -26,17 +26,19 @@ run: bootstrap
 test *args: bootstrap
     {{venv}}/bin/python -m pytest {{args}}
 
-# Prepare this machine: virtualenv, Neo4j jars, GGUF model (idempotent, fast the second time).
-bootstrap:
-    {{root}}/build/bootstrap.sh
+# Prepare this machine: Debian packages (build/system-packages.txt), virtualenv, Neo4j jars, GGUF
+# model, browser libraries and, for `test`, the claude CLI (idempotent, fast the second time).
+bootstrap FOR="test":
+    {{root}}/build/bootstrap.sh --for {{FOR}}
 
 # Build (or verify) the development GGUF embedding model in the cache.
 model: bootstrap
     {{venv}}/bin/python {{root}}/build/model.py --cache-dir "$MAXY_CACHE_DIR"
 
-# Static checks: ruff and mypy (strict on appliance/).
-lint: bootstrap
+# Static checks: ruff (lint and format) and mypy (strict on appliance/).
+lint: (bootstrap "run")
     {{venv}}/bin/ruff check appliance tests build image
+    {{venv}}/bin/ruff format --check appliance tests build image
     {{venv}}/bin/mypy
 
 # Check the environment Maxy needs and print what to fix.

@@ -377,3 +377,33 @@ def signing_key(cache_dir: Path, given: Path | None) -> SigningKey:
         generate_key(path)
         log.info("[image] op=dev-key-created path=%s", path)
     return SigningKey(path, development=True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m image.inputs claude-cli``: fetch the tested CLI for this machine, link it."""
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="python -m image.inputs")
+    sub = parser.add_subparsers(dest="command", required=True)
+    cli = sub.add_parser("claude-cli", help="the tested Claude Code CLI for this machine")
+    cli.add_argument("--cache-dir", type=Path, required=True)
+    cli.add_argument("--version", default=CLAUDE_TESTED)
+    cli.add_argument("--link", type=Path, help="a symlink to make to the executable")
+    args = parser.parse_args(argv)
+    try:
+        executable, _ = claude_cli(args.cache_dir, HOST_ARCH, args.version)
+    except InputMissing as err:
+        print(f"[image] FATAL {err}", file=sys.stderr)
+        return 1
+    if args.link is not None:
+        args.link.parent.mkdir(parents=True, exist_ok=True)
+        if not (args.link.is_symlink() and args.link.resolve() == executable.resolve()):
+            staged = args.link.with_name(f".{args.link.name}.tmp")
+            staged.unlink(missing_ok=True)
+            staged.symlink_to(executable)
+            staged.replace(args.link)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -7,6 +7,7 @@ home) once, and stops it at the end. Nothing here fakes our own code.
 from __future__ import annotations
 
 import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -25,6 +26,12 @@ from appliance.graphdb.instance import Neo4jInstance, running, stop_process_grou
 from appliance.memory.embedder import Embedder
 
 REPO = Path(__file__).resolve().parent.parent
+
+
+def real_claude() -> str | None:
+    """The real Claude Code CLI: `claude` on PATH, else the one the bootstrap cached."""
+    cached = Path(base_environ()["MAXY_CACHE_DIR"]) / "bin" / "claude"
+    return shutil.which("claude") or (str(cached) if os.access(cached, os.X_OK) else None)
 
 
 def free_port() -> int:

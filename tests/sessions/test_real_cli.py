@@ -6,20 +6,20 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 from typing import Any
 
 import pytest
 
+from tests.conftest import real_claude
 from tests.fakes.anthropic_api import FakeAnthropic
 from tests.sessions.conftest import Manager
 
-CLAUDE = shutil.which("claude")
+CLAUDE = real_claude()
 
 pytestmark = pytest.mark.skipif(
     CLAUDE is None,
-    reason="the real Claude Code CLI is not installed (no `claude` on PATH; "
-    "`npm i -g @anthropic-ai/claude-code` installs it)",
+    reason="the real Claude Code CLI is not installed (no `claude` on PATH or in the cache; "
+    "`just bootstrap` caches it)",
 )
 
 
