@@ -13,6 +13,7 @@ import pytest
 from tests.conftest import REPO
 
 LIST = REPO / "build" / "system-packages.txt"
+AS_NOBODY = ("setpriv", "--reuid=65534", "--regid=65534", "--clear-groups")
 
 
 def rows() -> list[list[str]]:
@@ -59,8 +60,7 @@ def test_without_root_a_missing_package_is_one_sudo_line_and_a_failure() -> None
 def _run_as_nobody(build: Path, home: Path) -> None:
     for group, wanted in (("run", "maxy-no-such-pkg"), ("test", "maxy-no-such-pkg maxy-test-only")):
         done = subprocess.run(
-            ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
-            + [str(build / "bootstrap.sh"), "--for", group],
+            [*AS_NOBODY, str(build / "bootstrap.sh"), "--for", group],
             capture_output=True,
             text=True,
             env={"PATH": "/usr/bin:/bin", "HOME": str(home)},
