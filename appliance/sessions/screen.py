@@ -96,8 +96,8 @@ _CAUSES: tuple[tuple[re.Pattern[str], str, str], ...] = (
     (
         re.compile(r"cannot be used with root/sudo privileges", re.IGNORECASE),
         "the Claude CLI refuses full access (bypassPermissions) when it runs as root.",
-        "Run Maxy as an ordinary user (on the device it runs as `maxy`), or pick another mode in "
-        "the Mode menu, or set MAXY_CLAUDE_PERMISSION_MODE to acceptEdits.",
+        "Run Maxy as an ordinary user (on the device it runs as the maxy user), or pick another "
+        "mode in the Mode menu, or set MAXY_CLAUDE_PERMISSION_MODE to acceptEdits.",
     ),
     (
         re.compile(r"not logged in|please run /login|invalid api key|no api key", re.IGNORECASE),

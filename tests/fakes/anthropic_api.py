@@ -8,9 +8,9 @@ stream — the server-sent events of one reply (``message_start``, ``content_blo
 Claude Code CLI's connectivity check) and ``count_tokens`` answer too, so the real CLI can run a
 turn against it.
 
-Credentials: by default any request is served. Given ``api_keys`` (``x-api-key``) and/or
-``oauth_tokens`` (``Authorization: Bearer``, what ``CLAUDE_CODE_OAUTH_TOKEN`` sends), a request
-carrying neither an accepted key nor an accepted token is answered 401 ``authentication_error``.
+Credentials: by default any request is served. Given ``api_keys`` and/or ``oauth_tokens`` (what
+``CLAUDE_CODE_OAUTH_TOKEN`` sends), a request whose ``x-api-key`` or ``Authorization: Bearer``
+(the SDK sends a key that way too) is none of them is answered 401 ``authentication_error``.
 
 What it answers is scripted per test, per model or for every model::
 
@@ -294,7 +294,8 @@ class FakeAnthropic:
         if not self.api_keys and not self.oauth_tokens:
             return True
         bearer = (authorization or "").removeprefix("Bearer ").strip()
-        return (api_key or "") in self.api_keys or bearer in self.oauth_tokens
+        accepted = self.api_keys | self.oauth_tokens  # the SDK sends a key as a bearer, too
+        return (api_key or "") in accepted or bearer in accepted
 
     def _next(self, body: dict[str, Any]) -> Reply:
         model = str(body.get("model") or "")
@@ -317,6 +318,11 @@ class FakeAnthropic:
         with self._lock:
             self.requests.append((method, path, body))
             self.headers.append({k.lower(): v for k, v in headers.items()})
+
+    def credential_of(self, index: int) -> str:
+        """The key or token request ``index`` carried."""
+        headers = self.headers[index]
+        return headers.get("x-api-key") or headers.get("authorization", "").removeprefix("Bearer ")
 
     @property
     def messages(self) -> list[dict[str, Any]]:

@@ -47,8 +47,8 @@ in the initial prompt, ``[double key=value …]``, which wins. Keys:
     record=DIR         write argv, environment and cwd to DIR/<sessionId>.json
     require_auth=1     without ANTHROPIC_API_KEY or CLAUDE_CODE_OAUTH_TOKEN, answer each turn
                        as the real CLI does: "Not logged in · Please run /login" (an API error)
-    refuse_root=1      refuse --permission-mode bypassPermissions as root with the real CLI's
-                       words, and exit 1 before the PID file
+    refuse_root=1      act as the real CLI run as root: refuse --permission-mode
+                       bypassPermissions with its words and exit 1 before the PID file
 """
 
 from __future__ import annotations
@@ -477,10 +477,8 @@ class Double:
             signal.signal(signal.SIGHUP, signal.SIG_IGN)
         else:
             signal.signal(signal.SIGHUP, lambda *_: self.exit(129))
-        if (
-            self.get("refuse_root") == "1"
-            and os.geteuid() == 0
-            and "bypassPermissions" in (self.options.get("--permission-mode") or [])
+        if self.get("refuse_root") == "1" and "bypassPermissions" in (
+            self.options.get("--permission-mode") or []
         ):
             out(f"\x1b[31m{ROOT_REFUSAL}\x1b[0m\r\n")
             os._exit(1)
