@@ -169,10 +169,10 @@ class SessionAgent(PublicAgent):
                     async for piece in self._follow(http, session_id):
                         outcome = "answered"
                         pieces.put_nowait(piece)
-                    pieces.put_nowait(None)
                 finally:
-                    if session_id is not None:
+                    if session_id is not None:  # also when cancelled: the finally still runs
                         await self._clean_up(http, session_id)
+                pieces.put_nowait(None)  # after the clean-up, so the reader never cuts it short
         except SessionFailed as err:
             outcome = err.reason
             pieces.put_nowait(err)

@@ -84,10 +84,17 @@ def oauth_token(raw: str, finished: bool = False) -> str | None:
 def oauth_error(raw: str) -> str | None:
     """The last "OAuth error: …" line of ``claude setup-token``, or None."""
     found = None
-    for line in plain_lines(raw):
+    lines = plain_lines(raw)
+    for index, line in enumerate(lines):
         at = line.find("OAuth error:")
-        if at >= 0:
-            found = line[at:].strip()
+        if at < 0:
+            continue
+        parts = [line[at:]]
+        for following in lines[index + 1 :]:  # a long error wraps; a blank line ends it
+            if not following or following.startswith("Press"):
+                break
+            parts.append(following)
+        found = " ".join(parts).strip()
     return found
 
 

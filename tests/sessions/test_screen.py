@@ -56,10 +56,13 @@ def test_the_url_comes_whole_from_the_hyperlink_not_the_wrapped_text() -> None:
 def test_the_oauth_error_line_is_picked_out() -> None:
     raw = (
         "\x1b[38;5;211m✘\x1b[4GOAuth error: Couldn't get an answer from the sign-in service "
-        "(ENOTFOUND). \x1b[39m\r\r\n\x1b[2GPress Enter to retry"
+        "(ENOTFOUND). \x1b[39m\r\r\n\x1b[4G\x1b[38;5;211mCheck\x1b[10Gyour\x1b[15Ginternet"
+        "\x1b[24Gconnection,\x1b[36Gthen\x1b[41Gtry\x1b[45Gagain.\x1b[39m\r\r\n\r\r\n"
+        "\x1b[2GPress Enter to retry"
     )
     assert screen.oauth_error(raw) == (
-        "OAuth error: Couldn't get an answer from the sign-in service (ENOTFOUND)."
+        "OAuth error: Couldn't get an answer from the sign-in service (ENOTFOUND). Check your "
+        "internet connection, then try again."
     )
 
 

@@ -85,7 +85,7 @@
           el.url.href = login.url;
           el.steps.hidden = false;
         }
-        fail(login.error ? login.error + " Check the code, or open the sign-in page again." : "");
+        fail(login.error || "");
         timer = window.setTimeout(poll, POLL_MS);
         return null;
       }
