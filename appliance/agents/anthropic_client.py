@@ -29,6 +29,7 @@ from appliance.agents.errors import (
     NoApiKey,
 )
 from appliance.config import Settings
+from appliance.web.keyfiles import read_private
 
 log = logging.getLogger(__name__)
 
@@ -40,15 +41,7 @@ CHECK_TIMEOUT = 10.0
 
 def read_api_key(settings: Settings) -> str | None:
     """The Anthropic API key from its file, or None when there is none."""
-    path = settings.anthropic_api_key_path
-    try:
-        key = path.read_text().strip()
-    except FileNotFoundError:
-        return None
-    except OSError as err:
-        log.warning("[anthropic] op=read-key warn=unreadable path=%s error=%s", path, err)
-        return None
-    return key or None
+    return read_private(settings.anthropic_api_key_path)
 
 
 def _translate(err: Exception) -> AnthropicError:

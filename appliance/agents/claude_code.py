@@ -38,6 +38,7 @@ from appliance.agents.errors import SessionFailed
 from appliance.agents.gateway import Screening
 from appliance.agents.public_agent import HISTORY_MESSAGES, PublicAgent, Turn
 from appliance.config import Settings
+from appliance.web.keyfiles import read_private
 
 log = logging.getLogger(__name__)
 
@@ -63,10 +64,7 @@ VISITOR_PATHS: dict[str, str] = {
 
 def claude_connected(settings: Settings) -> bool:
     """True when Connect Claude stored a token (the file the manager reads at each spawn)."""
-    try:
-        return bool(settings.claude_token_path.read_text().strip())
-    except OSError:
-        return False
+    return read_private(settings.claude_token_path) is not None
 
 
 def visitor_path(settings: Settings) -> VisitorPath:

@@ -37,8 +37,9 @@ from pathlib import Path
 from typing import Any
 
 from appliance.sessions import screen
+from appliance.sessions.errors import SpawnFailed
 from appliance.sessions.pty import PtyHandle
-from appliance.web.keyfiles import write_private
+from appliance.web.keyfiles import read_private, write_private
 
 log = logging.getLogger(__name__)
 
@@ -52,14 +53,7 @@ _DROPPED = ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "CLAUDE_CODE_OAUTH_TOKE
 
 def read_token(path: Path) -> str | None:
     """The stored OAuth token, or None when Claude is not connected."""
-    try:
-        token = path.read_text().strip()
-    except FileNotFoundError:
-        return None
-    except OSError as err:
-        log.warning("[sessions] op=read-claude-token warn=unreadable path=%s error=%s", path, err)
-        return None
-    return token or None
+    return read_private(path)
 
 
 class TokenCatcher:
@@ -161,7 +155,14 @@ class ClaudeLogin:
         self.state, self.message, self.exit_code = "starting", None, None
         self.started_at = int(time.time() * 1000)
         self.catcher = TokenCatcher(self._url_shown, self._captured)
-        handle = PtyHandle.spawn(argv, self.account_dir, env, on_exit=self._on_exit)
+        try:
+            handle = PtyHandle.spawn(argv, self.account_dir, env, on_exit=self._on_exit)
+        except OSError as err:
+            self.state = "failed"
+            self.message = (
+                f"claude setup-token could not be started ({err}). Check MAXY_CLAUDE_BIN."
+            )
+            raise SpawnFailed(self.message) from err
         handle.session_id = self.id
         handle.viewers.add(self.catcher)
         self.handle = handle

@@ -9,7 +9,6 @@ Token capture is tested with the double (tests/sessions/test_login.py, test_shel
 
 from __future__ import annotations
 
-import shutil
 from collections.abc import Iterator
 from typing import Any
 
@@ -17,9 +16,9 @@ import pytest
 
 from tests.app import test_browser as shell_tests
 from tests.app.running_app import chromium
-from tests.app.sessions_stack import sessions_env, start_manager
-from tests.app.stack import PIN, Stack, running_stack
-from tests.conftest import real_claude, wait_until
+from tests.app.sessions_stack import sessions_stack
+from tests.app.stack import PIN, Stack
+from tests.conftest import real_claude
 
 CLAUDE = real_claude()
 
@@ -39,16 +38,8 @@ WAIT = 60_000  # ms; the CLI's first start on a busy 2-core machine
 def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     assert CLAUDE is not None
     root = tmp_path_factory.mktemp("claude-connect")
-    env = sessions_env(root)
-    env.vars["MAXY_CLAUDE_BIN"] = CLAUDE
-    try:
-        with running_stack(env, root / "logs", "app", "edge") as running:
-            port = env.settings.port
-            wait_until(lambda: shell_tests._edge_serves(port), 60, f"the edge\n{running.output()}")
-            start_manager(running)
-            yield running
-    finally:
-        shutil.rmtree(env.settings.runtime_dir, ignore_errors=True)
+    with sessions_stack(root, "app", "edge", MAXY_CLAUDE_BIN=CLAUDE) as running:
+        yield running
 
 
 @pytest.fixture(scope="module")

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import shutil
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -18,8 +17,8 @@ import pytest
 from appliance.app.chat import UNAVAILABLE, VISITOR_COOKIE
 from appliance.sessions.spawn import DENIED_TOOLS
 from appliance.web.keyfiles import write_private
-from tests.app.sessions_stack import sessions_env, sse_events, start_manager
-from tests.app.stack import Stack, add_agent, running_stack
+from tests.app.sessions_stack import sessions_stack, sse_events
+from tests.app.stack import Stack, add_agent
 from tests.sessions.test_spawn import option
 
 pytestmark = pytest.mark.timeout(180)
@@ -31,16 +30,10 @@ IDENTITY = "You are Anna, the gardener of the house. Answer questions about the 
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     root = tmp_path_factory.mktemp("public-spawn")
-    env = sessions_env(root)
-    env.vars["CLAUDE_DOUBLE_RECORD"] = str(root / "record")
-    folder = add_agent(env, "anna", {"displayName": "Anna the Gardener"})
-    (folder / "IDENTITY.md").write_text(IDENTITY)
-    try:
-        with running_stack(env, root / "logs", "app") as running:
-            start_manager(running)
-            yield running
-    finally:
-        shutil.rmtree(env.settings.runtime_dir, ignore_errors=True)
+    with sessions_stack(root, "app", CLAUDE_DOUBLE_RECORD=str(root / "record")) as running:
+        folder = add_agent(running.env, "anna", {"displayName": "Anna the Gardener"})
+        (folder / "IDENTITY.md").write_text(IDENTITY)
+        yield running
 
 
 @pytest.fixture

@@ -5,7 +5,6 @@ Disconnect Claude relayed to the manager."""
 
 from __future__ import annotations
 
-import shutil
 import stat
 from collections.abc import Iterator
 from pathlib import Path
@@ -17,8 +16,8 @@ import pytest
 from appliance.app.pages import MENU_MODES, MODES
 from appliance.config import PERMISSION_MODES
 from tests.app.running_app import edge_headers
-from tests.app.sessions_stack import sessions_env, start_manager
-from tests.app.stack import Stack, running_stack
+from tests.app.sessions_stack import sessions_stack
+from tests.app.stack import Stack
 from tests.conftest import Env, free_port, wait_until
 from tests.fakes.anthropic_api import FakeAnthropic
 
@@ -37,15 +36,9 @@ def api() -> Iterator[FakeAnthropic]:
 @pytest.fixture(scope="module")
 def stack(api: FakeAnthropic, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     root = tmp_path_factory.mktemp("settings")
-    env = sessions_env(root)
-    env.vars["MAXY_ANTHROPIC_BASE_URL"] = api.url
-    env.vars["MAXY_CLAUDE_PERMISSION_MODE"] = "acceptEdits"
-    try:
-        with running_stack(env, root / "logs", "app") as running:
-            start_manager(running)
-            yield running
-    finally:
-        shutil.rmtree(env.settings.runtime_dir, ignore_errors=True)
+    variables = {"MAXY_ANTHROPIC_BASE_URL": api.url, "MAXY_CLAUDE_PERMISSION_MODE": "acceptEdits"}
+    with sessions_stack(root, "app", **variables) as running:
+        yield running
 
 
 @pytest.fixture

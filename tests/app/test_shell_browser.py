@@ -9,7 +9,6 @@ and the login page tells how to reset a forgotten PIN."""
 from __future__ import annotations
 
 import json
-import shutil
 import stat
 from collections.abc import Iterator
 from pathlib import Path
@@ -18,9 +17,8 @@ from typing import Any
 import pytest
 
 from tests.app import test_browser as shell_tests
-from tests.app.sessions_stack import sessions_env, start_manager
-from tests.app.stack import PIN, Stack, running_stack
-from tests.conftest import wait_until
+from tests.app.sessions_stack import sessions_stack
+from tests.app.stack import PIN, Stack
 from tests.fakes.anthropic_api import FakeAnthropic
 from tests.sessions.claude_double import token_for
 from tests.sessions.test_spawn import option
@@ -47,21 +45,9 @@ def api() -> Iterator[FakeAnthropic]:
 @pytest.fixture(scope="module")
 def stack(api: FakeAnthropic, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     root = tmp_path_factory.mktemp("shell-browser")
-    env = sessions_env(root)
-    env.vars["MAXY_ANTHROPIC_BASE_URL"] = api.url
-    env.vars["CLAUDE_DOUBLE_RECORD"] = str(root / "record")
-    try:
-        with running_stack(env, root / "logs", "app", "edge") as running:
-            port = env.settings.port
-            wait_until(
-                lambda: shell_tests._edge_serves(port),
-                60,
-                f"the edge on :{port}\n{running.output()}",
-            )
-            start_manager(running)
-            yield running
-    finally:
-        shutil.rmtree(env.settings.runtime_dir, ignore_errors=True)
+    variables = {"MAXY_ANTHROPIC_BASE_URL": api.url, "CLAUDE_DOUBLE_RECORD": str(root / "record")}
+    with sessions_stack(root, "app", "edge", **variables) as running:
+        yield running
 
 
 def recorded(stack: Stack, session_id: str) -> dict[str, Any]:
