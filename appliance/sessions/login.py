@@ -51,11 +51,6 @@ PREFIX = "login-"
 _DROPPED = ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "CLAUDE_CODE_OAUTH_TOKEN")
 
 
-def read_token(path: Path) -> str | None:
-    """The stored OAuth token, or None when Claude is not connected."""
-    return read_private(path)
-
-
 class TokenCatcher:
     """A viewer of the login's PTY that reads the URL, errors and token out of its output."""
 
@@ -65,7 +60,7 @@ class TokenCatcher:
         self.text = ""
         self.url: str | None = None
         self.error: str | None = None
-        self.token: str | None = None
+        self.captured = False
         self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
 
     def offer(self, seq: int, data: bytes) -> None:
@@ -79,7 +74,7 @@ class TokenCatcher:
         self._read(finished=True)
 
     def _read(self, finished: bool) -> None:
-        if self.token is not None:
+        if self.captured:
             return
         if self.url is None:
             self.url = screen.oauth_url(self.text)
@@ -88,8 +83,8 @@ class TokenCatcher:
         self.error = screen.oauth_error(self.text)
         token = screen.oauth_token(self.text, finished)
         if token is not None:
-            self.token = token
-            self.error = None
+            self.captured, self.error = True, None
+            self.text = ""  # the token is kept in one place only: its file
             self.on_token(token)
 
 
@@ -127,7 +122,7 @@ class ClaudeLogin:
 
     def connected(self) -> bool:
         """True when a token is stored."""
-        return read_token(self.token_path) is not None
+        return read_private(self.token_path) is not None
 
     def status(self) -> dict[str, Any]:
         """The flow, as ``GET /claude`` shows it (no token, ever)."""

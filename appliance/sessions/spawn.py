@@ -47,7 +47,7 @@ from appliance.resources import external_environ
 from appliance.rpc.client import RpcClient
 from appliance.rpc.protocol import RpcError
 from appliance.sessions.errors import BadRequest, ClaudeNotFound
-from appliance.sessions.login import read_token
+from appliance.web.keyfiles import read_private
 
 log = logging.getLogger(__name__)
 
@@ -326,7 +326,7 @@ class Spawner:
         argv += ["--resume", session_id] if request.resume else ["--session-id", session_id]
         env = dict(self.base_env)
         env.update(CLAUDE_CONFIG_DIR=str(self.config_dir), SESSION_ID=session_id)
-        token = read_token(self.token_path)
+        token = read_private(self.token_path)
         if token is not None:
             env.pop("ANTHROPIC_API_KEY", None)
             env["CLAUDE_CODE_OAUTH_TOKEN"] = token

@@ -17,8 +17,10 @@ from typing import Any
 import pytest
 
 from tests.app import test_browser as shell_tests
+from tests.app import test_settings as settings_tests
 from tests.app.sessions_stack import sessions_stack
 from tests.app.stack import PIN, Stack
+from tests.app.test_settings import GOOD_KEY
 from tests.fakes.anthropic_api import FakeAnthropic
 from tests.sessions.claude_double import token_for
 from tests.sessions.test_spawn import option
@@ -32,14 +34,8 @@ base_url = shell_tests.base_url
 screenshot = shell_tests.screenshot
 
 WAIT = 20_000  # ms; a deadline against hangs, not a timing assertion
-GOOD_KEY = "sk-ant-api03-good-key-0123456789abcdefghij"
 CODE = "code-from-the-sign-in-page#state"
-
-
-@pytest.fixture(scope="module")
-def api() -> Iterator[FakeAnthropic]:
-    with FakeAnthropic(api_keys=[GOOD_KEY]) as fake:
-        yield fake
+api = settings_tests.api  # the local Anthropic API, accepting GOOD_KEY only
 
 
 @pytest.fixture(scope="module")
