@@ -506,6 +506,11 @@ class Settings:
         return self.anthropic_api_key_file or self.keys_dir / "anthropic-api-key"
 
     @property
+    def claude_token_path(self) -> Path:
+        """The owner's long-lived Claude token from Connect Claude (never logged)."""
+        return self.keys_dir / "claude-oauth-token"
+
+    @property
     def cloudflared_dir(self) -> Path:
         """Maxy's cloudflared files: config.yml, roles.json, alias-domains.json, credentials."""
         return self.data_dir / "cloudflared"

@@ -1,11 +1,12 @@
-"""The Anthropic Messages API through the async `anthropic` SDK, behind two calls.
+"""The Anthropic Messages API through the async `anthropic` SDK, behind three calls.
 
 :meth:`AnthropicClient.complete` returns one whole text reply; :meth:`AnthropicClient.stream_text`
-yields the text deltas of a streamed one. Neither takes tools: nothing built on this client can
-hand a model a tool. Base URL, models and timeouts come from settings; the key is read from
-``settings.anthropic_api_key_path`` at each call (so a key dropped in later takes effect without a
-restart) and never logged. The SDK does not retry: the gateway has a 3-second budget, and a
-visitor would rather see a prompt error than wait.
+yields the text deltas of a streamed one; :func:`check_key` asks whether a key works with the
+cheapest call there is (list one model) before Settings stores it. None of them takes tools:
+nothing built on this client can hand a model a tool. Base URL, models and timeouts come from
+settings; the key is read from ``settings.anthropic_api_key_path`` at each call (so a key dropped
+in later takes effect without a restart) and never logged. The SDK does not retry: the gateway
+has a 3-second budget, and a visitor would rather see a prompt error than wait.
 
 SDK exceptions become :mod:`appliance.agents.errors` here, and only here.
 """
@@ -28,24 +29,19 @@ from appliance.agents.errors import (
     NoApiKey,
 )
 from appliance.config import Settings
+from appliance.web.keyfiles import read_private
 
 log = logging.getLogger(__name__)
 
 #: Seconds a streamed reply may stay silent (connect, or between two chunks).
 STREAM_TIMEOUT = 60.0
+#: Seconds the key check may take.
+CHECK_TIMEOUT = 10.0
 
 
 def read_api_key(settings: Settings) -> str | None:
     """The Anthropic API key from its file, or None when there is none."""
-    path = settings.anthropic_api_key_path
-    try:
-        key = path.read_text().strip()
-    except FileNotFoundError:
-        return None
-    except OSError as err:
-        log.warning("[anthropic] op=read-key warn=unreadable path=%s error=%s", path, err)
-        return None
-    return key or None
+    return read_private(settings.anthropic_api_key_path)
 
 
 def _translate(err: Exception) -> AnthropicError:
@@ -61,6 +57,21 @@ def _translate(err: Exception) -> AnthropicError:
 
 # Everything the SDK raises for a bad answer; ValueError covers JSON decoding of a broken body.
 _SDK_ERRORS = (anthropic.AnthropicError, ValueError, KeyError, TypeError)
+
+
+async def check_key(settings: Settings, key: str) -> None:
+    """Return if the API accepts ``key`` (``GET /v1/models``); else raise AnthropicError."""
+    client = anthropic.AsyncAnthropic(
+        api_key=key, base_url=settings.anthropic_base_url, max_retries=0, timeout=CHECK_TIMEOUT
+    )
+    try:
+        await asyncio.wait_for(client.models.list(limit=1), CHECK_TIMEOUT)
+    except TimeoutError as err:
+        raise AnthropicTimeout("The Anthropic API did not answer in time.") from err
+    except _SDK_ERRORS as err:
+        raise _translate(err) from err
+    finally:
+        await client.close()
 
 
 class AnthropicClient:

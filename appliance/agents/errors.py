@@ -6,7 +6,8 @@ AgentError
 │   ├── AnthropicTimeout      no answer in time
 │   ├── AnthropicStatus       4xx/5xx (``status``)
 │   ├── AnthropicUnreachable  connection refused, reset, DNS
-│   └── MalformedReply        a body that is not the Messages API's, or not the JSON asked for
+│   ├── MalformedReply        a body that is not the Messages API's, or not the JSON asked for
+│   └── SessionFailed         the public Claude Code session (no API key) gave no reply
 ├── AgentConfigError          an agent or the brand is set up wrongly (the owner must fix it)
 └── AgentStoreError           the owner's change to an agent cannot be made (``status``, ``code``)
     ├── InvalidAgentInput     a bad slug, file text or keyword subscription (400)
@@ -62,6 +63,14 @@ class MalformedReply(AnthropicError):
     """The answer was not what was asked for."""
 
     reason = "malformed"
+
+
+class SessionFailed(AnthropicError):
+    """A visitor's public Claude Code session could not answer; ``reason`` says why."""
+
+    def __init__(self, reason: str, message: str) -> None:
+        super().__init__(message)
+        self.reason = reason
 
 
 class AgentConfigError(AgentError):

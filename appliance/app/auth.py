@@ -1,4 +1,4 @@
-"""Who may use the admin UI: onboarding, login, logout, "New session", and the guard in front.
+"""Who may use the admin UI: onboarding, login, logout, "Sign out other devices", the guard.
 
 Admin routes are ``/`` on the admin host role, ``/admin/*`` and ``/api/admin/*``. The guard
 (:class:`AuthMiddleware`) answers for them before any route runs:
@@ -6,7 +6,7 @@ Admin routes are ``/`` on the admin host role, ``/admin/*`` and ``/api/admin/*``
 * public host role: 404, admin routes do not exist there;
 * LAN and no PIN yet: pages redirect to ``/onboarding``, the API answers 401 ``setup-required``;
 * no valid cookie: pages redirect to ``/login?next=…``, the API answers 401 ``login-required``
-  (or ``session-rotated`` when the cookie predates the last "New session");
+  (or ``session-rotated`` when the cookie predates the last "Sign out other devices");
 * POST/PUT/PATCH/DELETE without the session's ``X-Maxy-CSRF`` header: 403 ``csrf``;
 * WebSocket upgrades additionally need an ``Origin`` naming the host.
 
@@ -24,6 +24,7 @@ Routes::
     POST /api/auth/logout                     clears the cookie
     GET  /api/admin/session                   {"sessionId", "csrf", "network", "expiresAt"}
     POST /api/admin/session/rotate            new session id, every other cookie is rejected
+                                              (Settings: "Sign out other devices")
     POST /api/admin/settings/remote-password  {"password"} (a LAN admin only)
     POST /api/admin/settings/pin              {"current", "pin", "confirm"} (a LAN admin only)
 """
@@ -47,6 +48,7 @@ from starlette.routing import BaseRoute, Route
 from starlette.templating import Jinja2Templates
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from appliance.agents.claude_code import claude_connected
 from appliance.app.context import AppContext
 from appliance.config import Settings
 from appliance.web import cookies, csrf
@@ -176,8 +178,8 @@ class Gate:
 _MESSAGES = {
     "login-required": "Log in to use the admin pages.",
     "session-rotated": (
-        "This admin session was replaced by a newer one (New session). Reload the page and log in "
-        "again if asked."
+        "This device was signed out (Sign out other devices, or a PIN reset). Reload the page and "
+        "log in again."
     ),
 }
 
@@ -302,7 +304,15 @@ def routes(ctx: AppContext) -> list[BaseRoute]:
             raise ApiError(404, "not-found", "There is no such page.")
         if credentials.has_pin():
             return RedirectResponse("/login", status_code=303)
-        return page(request, "onboarding.html", "Welcome")
+        from appliance.app.pages import vendor_version  # pages imports this module
+
+        return page(
+            request,
+            "onboarding.html",
+            "Welcome",
+            vendor=vendor_version(),
+            claude_connected=claude_connected(ctx.settings),
+        )
 
     async def login_page(request: Request) -> Response:
         client = client_of(request)

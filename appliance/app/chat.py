@@ -11,9 +11,10 @@ A visitor is known by the signed cookie ``maxy_visitor`` (a random id and its HM
 cookie key, domain-separated from login cookies), set on the first request. Each message is
 screened by the inbound gateway (public channel); unless it is discarded, what memory holds for
 it is fetched as the agent (:mod:`appliance.agents.recall`: query classifier, guarded search), and
-the agent (:mod:`appliance.agents.public_agent`, toolless) answers with that in its prompt; the
-conversation is kept by :mod:`appliance.agents.visitors` (in the graph from the visitor's second
-message).
+the agent answers with that in its prompt — through the Messages API when an API key is stored
+(:mod:`appliance.agents.public_agent`, toolless), else, when Claude is connected, as a toolless
+public Claude Code session (:mod:`appliance.agents.claude_code`); the conversation is kept by
+:mod:`appliance.agents.visitors` (in the graph from the visitor's second message).
 
 Refusals, before any stream: 404 unknown agent, 415 not JSON, 403 cross-site Origin, 400 empty
 or malformed, 413 a message over :data:`MAX_MESSAGE_CHARS` characters, 429 too many messages
@@ -40,6 +41,7 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import BaseRoute, Route
 
 from appliance.agents.anthropic_client import AnthropicClient
+from appliance.agents.claude_code import SessionAgent, visitor_path
 from appliance.agents.errors import AgentConfigError, AnthropicError
 from appliance.agents.gateway import REFUSAL, Gateway
 from appliance.agents.public_agent import PublicAgent
@@ -151,6 +153,10 @@ def routes(ctx: AppContext) -> list[BaseRoute]:
         if public.load_agent(ctx, slug) is None:
             raise ApiError(404, "no-such-agent", f"There is no agent called {slug!r} here.")
         folder = public.agents_dir(ctx) / slug
+        if visitor_path(settings) == "claude":
+            return SessionAgent(
+                client, settings.agent_model, folder, ctx.account, settings.manager_socket
+            )
         return PublicAgent(client, settings.agent_model, folder, ctx.account)
 
     def visitor_of(request: Request) -> tuple[str, bool]:

@@ -5,7 +5,8 @@ pages    admin shell, Data and Graph pages, their JSON APIs, static assets
 chat     /api/public/{slug}/messages: a visitor's conversation with an agent (SSE)
 public   public agent pages (/{slug}, / on public hostnames, /bot)
 sites    /sites/* static publish tree
-sessions /api/admin/sessions/*: the session manager's HTTP, SSE and terminal, relayed
+sessions /api/admin/sessions/*, /api/admin/claude*: the session manager, relayed
+settings /admin/settings: Claude connection, API key, PIN, remote password, other devices
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from starlette.routing import BaseRoute
 
 from appliance.accounts import validate_account_id
 from appliance.app import agents_admin, auth, chat, pages, public, sessions, sites, updates
+from appliance.app import settings as settings_page
 from appliance.app.context import AppContext
 from appliance.config import Settings, load_settings
 from appliance.rpc.client import RpcClient
@@ -41,6 +43,7 @@ def create_app(settings: Settings | None = None) -> Starlette:
         *sites.routes(ctx),
         *sessions.routes(ctx),
         *updates.routes(ctx),
+        *settings_page.routes(ctx),
         *agents_admin.routes(ctx),
         *pages.routes(ctx),
         *chat.routes(ctx),

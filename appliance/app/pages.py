@@ -34,6 +34,7 @@ from starlette.staticfiles import StaticFiles
 from starlette.templating import Jinja2Templates
 from starlette.types import Scope
 
+from appliance.agents.claude_code import VISITOR_PATHS, claude_connected, visitor_path
 from appliance.app.auth import csrf_of
 from appliance.app.context import AppContext
 from appliance.memory.guards import Caller
@@ -60,6 +61,19 @@ SECTIONS: dict[str, tuple[str, str]] = {
     "tasks": ("Tasks", "No tasks yet. Work your agent does on your behalf will appear here."),
     "artefacts": ("Artefacts", "No artefacts yet. Files and reports your agent makes land here."),
 }
+#: The Mode menu: what each of the CLI's permission modes does, in the owner's words.
+MODES: dict[str, tuple[str, str]] = {
+    "bypassPermissions": ("Full access", "Changes files and runs commands without asking"),
+    "acceptEdits": (
+        "Accept edits",
+        "Edits files without asking; asks (in the Terminal tab) before running commands",
+    ),
+    "manual": ("Ask first", "Asks (in the Terminal tab) before it changes anything"),
+    "plan": ("Plan", "Thinks and proposes, changes nothing"),
+    "auto": ("Auto", "Decides for itself which actions need asking"),
+    "dontAsk": ("Allowed tools only", "Never asks; refuses whatever is not allowed"),
+}
+MENU_MODES = ("bypassPermissions", "acceptEdits", "manual", "plan")
 MAX_QUERY_CHARS = 500
 MAX_SEARCH = 100
 DEFAULT_SEARCH = 20
@@ -99,6 +113,30 @@ def brand_of(ctx: AppContext) -> str:
     return str(ctx.account.brand.get("productName") or "Maxy")
 
 
+def mode_menu(default: str) -> list[dict[str, Any]]:
+    """The Mode menu's items: the device's default mode (MAXY_CLAUDE_PERMISSION_MODE) first."""
+    order = [default, *(mode for mode in MENU_MODES if mode != default)]
+    return [
+        {
+            "mode": mode,
+            "label": MODES[mode][0],
+            "description": MODES[mode][1],
+            "default": mode == default,
+        }
+        for mode in order
+    ]
+
+
+def device_state(ctx: AppContext) -> dict[str, Any]:
+    """What the sidebar tells the owner about this device: Claude, and who answers visitors."""
+    path = visitor_path(ctx.settings)
+    return {
+        "claude_connected": claude_connected(ctx.settings),
+        "visitors": {"path": path, "message": VISITOR_PATHS[path]},
+        "modes": mode_menu(ctx.settings.claude_permission_mode),
+    }
+
+
 def render(
     ctx: AppContext,
     request: Request,
@@ -116,6 +154,7 @@ def render(
         "admin": admin,
         "csrf": csrf_of(request) if admin else None,
         "vendor": vendor_version(),
+        **(device_state(ctx) if admin else {}),
         **extra,
     }
     response = templates.TemplateResponse(request, template, context, status_code=status_code)

@@ -1,4 +1,4 @@
-"""The session manager, relayed to the admin UI under ``/api/admin/sessions``.
+"""The session manager, relayed to the admin UI under ``/api/admin/sessions`` and ``/claude``.
 
 Each route forwards to ``maxy manager`` on its Unix socket (:mod:`appliance.sessions.server`) and
 streams the answer back as it comes: status, body, ``Content-Type``, ``Content-Disposition`` and
@@ -14,6 +14,12 @@ request::
     GET    /api/admin/sessions/{id}/log         GET    /{id}/log   (?follow=1, ?download=1)
     POST   /api/admin/sessions/{id}/input       POST   /{id}/input
     WS     /api/admin/sessions/{id}/terminal    WS     /{id}/terminal  (?resume= passed on)
+    GET    /api/admin/claude                    GET    /claude       (connected? the sign-in)
+    DELETE /api/admin/claude                    DELETE /claude       (Disconnect Claude)
+    POST   /api/admin/claude/login              POST   /claude/login (Connect Claude)
+    DELETE /api/admin/claude/login              DELETE /claude/login (cancel the sign-in)
+
+Connect Claude's terminal is ``WS /api/admin/sessions/<login id>/terminal``, like a session's.
 
 Public (toolless) sessions are never started from here. The auth middleware has already checked
 the host role, the login cookie, the CSRF header and a WebSocket's Origin; of the browser's
@@ -50,7 +56,9 @@ UNAVAILABLE_MESSAGE = (
 FORWARDED = frozenset({b"accept", b"content-type", b"content-length", b"last-event-id"})
 # A session is named by its id, bridge id (or its suffix) or pid; the manager's own routes are not.
 _TOKEN = re.compile(r"[A-Za-z0-9_-]{1,128}")
-MANAGER_ROUTES = frozenset({"sessions", "events", "status", "healthz", "rc-spawn", "public-spawn"})
+MANAGER_ROUTES = frozenset(
+    {"sessions", "events", "status", "healthz", "rc-spawn", "public-spawn", "claude"}
+)
 
 Target = Callable[[Scope], str | None]
 
@@ -172,4 +180,6 @@ def routes(ctx: AppContext) -> list[BaseRoute]:
         Route(one + "/log", to(_session_path("/log")), methods=["GET"]),
         Route(one + "/input", to(_session_path("/input")), methods=["POST"]),
         WebSocketRoute(one + "/terminal", to(_session_path("/terminal"))),
+        Route("/api/admin/claude", to(_fixed("/claude")), methods=["GET", "DELETE"]),
+        Route("/api/admin/claude/login", to(_fixed("/claude/login")), methods=["POST", "DELETE"]),
     ]

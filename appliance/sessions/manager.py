@@ -30,6 +30,7 @@ from appliance.sessions.errors import (
     SpawnTimeout,
 )
 from appliance.sessions.layout import Layout
+from appliance.sessions.login import ClaudeLogin
 from appliance.sessions.pty import PtyHandle
 from appliance.sessions.registry import (
     PartialPidFile,
@@ -39,7 +40,8 @@ from appliance.sessions.registry import (
     process_matches,
     read_pid_file,
 )
-from appliance.sessions.spawn import Spawner, SpawnRequest, write_sidecar
+from appliance.sessions.screen import explain_exit, plain_lines
+from appliance.sessions.spawn import Spawner, SpawnRequest, find_claude, write_sidecar
 
 log = logging.getLogger(__name__)
 
@@ -48,6 +50,7 @@ SPAWN_POLL = 0.1  # the watcher usually answers first; this catches a missed eve
 INPUT_ACK_TIMEOUT = 10.0
 AUDIT_INTERVAL = 60.0
 ORPHAN_POLL = 0.05
+OUTPUT_TAIL = 2000  # bytes of a failed start's output read for its cause
 
 
 class SessionManager:
@@ -64,6 +67,13 @@ class SessionManager:
         self.registry = Registry(self.layout, attached=lambda sid: sid in self.handles)
         self.registry.hooks.append(self._on_row)
         self._closing: set[str] = set()
+        self.login = ClaudeLogin(
+            lambda: find_claude(settings.claude_bin, self.spawner.base_env),
+            self.spawner.base_env,
+            self.spawner.account_dir,
+            settings.claude_token_path,
+            self._stop_handle,
+        )
         self._tasks: set[asyncio.Task[Any]] = set()
         self._loops: list[asyncio.Task[Any]] = []
         self._stop = asyncio.Event()
@@ -91,6 +101,7 @@ class SessionManager:
     async def close(self) -> None:
         """Stop every session this manager holds, reap them, and log the master audit."""
         self._stop.set()
+        await self.login.close()
         handles = list(self._slots)
         await asyncio.gather(*(self._stop_handle(h, "shutdown") for h in handles))
         for task in self._loops[1:]:
@@ -120,7 +131,15 @@ class SessionManager:
         return self.registry.rows[self.resolve(token)]
 
     def handle(self, token: str) -> PtyHandle:
-        """The live PTY of ``token``; :class:`SessionNotLive` if this manager holds none."""
+        """The live PTY of ``token`` (a session, or the Connect Claude flow's id).
+
+        :class:`SessionNotLive` if this manager holds none.
+        """
+        if self.login.id is not None and token == self.login.id:
+            login = self.login.handle
+            if login is None or not login.alive:
+                raise SessionNotLive(f"The sign-in {token} has ended. Start Connect Claude again.")
+            return login
         session_id = self.resolve(token)
         handle = self.handles.get(session_id)
         live = self.registry.rows[session_id]["state"] == "live"
@@ -210,11 +229,15 @@ class SessionManager:
                         self.layout.transcript(project, expected).exists()
                     ):
                         return PidInfo(handle.pid, expected, None, str(cwd), None, None, None, None)
-                    tail = handle.ring.since(0)[1][-600:].decode(errors="replace")
+                    tail = handle.ring.since(0)[1][-OUTPUT_TAIL:].decode(errors="replace")
+                    cause, hint = explain_exit(tail)
+                    code = handle.exited.result()
                     raise SpawnFailed(
-                        f"claude exited with code {handle.exited.result()} before it was ready.",
-                        exitCode=handle.exited.result(),
-                        output=tail,
+                        f"claude exited with code {code} before it was ready: {cause} {hint}",
+                        exitCode=code,
+                        cause=cause,
+                        hint=hint,
+                        output="\n".join(line for line in plain_lines(tail) if line),
                     )
                 remaining = deadline - loop.time()
                 if remaining <= 0:
@@ -357,6 +380,21 @@ class SessionManager:
         self.registry.refresh(session_id)
         log.info("[sessions] op=delete id=%s", session_id)
         return {"id": session_id, "deleted": True}
+
+    # --- Connect Claude ------------------------------------------------------------------
+
+    def claude_status(self) -> dict[str, Any]:
+        """Whether Claude is connected, and the sign-in flow's state."""
+        return {"connected": self.login.connected(), "login": self.login.status()}
+
+    async def disconnect_claude(self) -> dict[str, Any]:
+        """Remove the stored token and end every live session (they were started with it)."""
+        await self.login.cancel("disconnect")
+        removed = self.login.disconnect()
+        handles = list(self._slots)
+        await asyncio.gather(*(self._stop_handle(h, "claude-disconnected") for h in handles))
+        log.info("[sessions] op=claude-disconnect removed=%s stopped=%s", removed, len(handles))
+        return {**self.claude_status(), "removed": removed, "stopped": len(handles)}
 
     # --- input and turns -------------------------------------------------------------------
 

@@ -8,12 +8,16 @@ Routes (JSON unless said otherwise; ``<id>`` is a sessionId, bridge id, its suff
     GET    /events                  SSE feed of rows (see feed.py)
     POST   /rc-spawn                admin session → 201 {"row": …}
     POST   /public-spawn            toolless public session → 201 {"row": …}
+    GET    /claude                  {"connected": bool, "login": {id, state, url, error, …}}
+    POST   /claude/login            start Connect Claude (`claude setup-token`) → 201 {"login"}
+    DELETE /claude/login            cancel it → {"login"}
+    DELETE /claude                  Disconnect Claude: remove the token, stop live sessions
     GET    /<id>                    {"row": …}
     POST   /<id>/stop               SIGTERM the group, escalate; idempotent → 200
     DELETE /<id>                    409 while alive; removes transcript, sidecar, session dir
     GET    /<id>/log                transcript (NDJSON); ?follow=1 tails; ?download=1 attachment
     POST   /<id>/input              {"text": …, "submit": true} → 200 {"written": n}
-    WS     /<id>/terminal           terminal bridge (see terminal.py)
+    WS     /<id>/terminal           terminal bridge (see terminal.py); also the sign-in's id
 
 Errors answer ``{"code", "message", …}`` with the status of their :mod:`.errors` class; an
 unknown id is 404 ``session-not-found`` on every route.
@@ -119,6 +123,20 @@ def create_app(
 
         return spawn
 
+    async def claude(request: Request) -> Response:
+        return JSONResponse(manager.claude_status())
+
+    async def claude_login(request: Request) -> Response:
+        running = manager.login.running
+        login = await manager.login.start()
+        return JSONResponse({"login": login}, status_code=200 if running else 201)
+
+    async def claude_cancel(request: Request) -> Response:
+        return JSONResponse({"login": await manager.login.cancel()})
+
+    async def claude_disconnect(request: Request) -> Response:
+        return JSONResponse(await manager.disconnect_claude())
+
     async def show(request: Request) -> Response:
         return JSONResponse({"row": manager.row(request.path_params["token"])})
 
@@ -198,6 +216,10 @@ def create_app(
         Route("/events", events),
         Route("/rc-spawn", spawner("admin"), methods=["POST"]),
         Route("/public-spawn", spawner("public"), methods=["POST"]),
+        Route("/claude", claude, methods=["GET"]),
+        Route("/claude", claude_disconnect, methods=["DELETE"]),
+        Route("/claude/login", claude_login, methods=["POST"]),
+        Route("/claude/login", claude_cancel, methods=["DELETE"]),
         Route("/{token}", show, methods=["GET"]),
         Route("/{token}", delete, methods=["DELETE"]),
         Route("/{token}/stop", stop, methods=["POST"]),

@@ -16,6 +16,10 @@ alerts; see :mod:`appliance.memory.context`) goes in ``--append-system-prompt``,
 system prompt of the request. A public spawn never gets it. When the engine cannot answer, the
 session starts without it and ``[sessions] warn reason=context-unavailable`` is logged once.
 
+Both kinds authenticate with the owner's Claude subscription once it is connected (Connect
+Claude, :mod:`appliance.sessions.login`): the stored token is read at each spawn and given as
+``CLAUDE_CODE_OAUTH_TOKEN`` (in place of any ``ANTHROPIC_API_KEY`` the manager inherited).
+
 The initial message is the trailing argument (after ``--``), never typed into the PTY. The
 account's ``CLAUDE_CONFIG_DIR`` is seeded so the CLI never stops on a prompt nobody would answer:
 onboarding done, the API key approved, the bypass-mode warning and auto-mode offer seen, folder
@@ -43,6 +47,7 @@ from appliance.resources import external_environ
 from appliance.rpc.client import RpcClient
 from appliance.rpc.protocol import RpcError
 from appliance.sessions.errors import BadRequest, ClaudeNotFound
+from appliance.web.keyfiles import read_private
 
 log = logging.getLogger(__name__)
 
@@ -237,6 +242,7 @@ class Spawner:
         self.public_dir = self.account_dir / "public"
         self.base_env = child_environment(environ)
         self.api_key = environ.get("ANTHROPIC_API_KEY") or None
+        self.token_path = settings.claude_token_path
         self.mcp_command = mcp_command
 
     def agent_dirs(self) -> list[Path]:
@@ -320,6 +326,10 @@ class Spawner:
         argv += ["--resume", session_id] if request.resume else ["--session-id", session_id]
         env = dict(self.base_env)
         env.update(CLAUDE_CONFIG_DIR=str(self.config_dir), SESSION_ID=session_id)
+        token = read_private(self.token_path)
+        if token is not None:
+            env.pop("ANTHROPIC_API_KEY", None)
+            env["CLAUDE_CODE_OAUTH_TOKEN"] = token
         if request.kind == "admin":
             mode = request.permission_mode or self.settings.claude_permission_mode
             argv += ["--mcp-config", json.dumps(self.mcp_config(session_id))]

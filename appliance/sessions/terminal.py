@@ -177,7 +177,10 @@ async def terminal_endpoint(websocket: WebSocket, manager: SessionManager) -> No
         handle.viewers.discard(viewer)
         handle.sizes.pop(viewer, None)
         if handle.active is viewer:
-            handle.active = next(iter(handle.viewers), None)
+            # Another tab takes over; a non-browser viewer (the login's token reader) never does.
+            handle.active = next(
+                (other for other in handle.viewers if isinstance(other, WebSocketViewer)), None
+            )
             if handle.active is not None:
                 size = handle.sizes.get(handle.active)
                 if size:

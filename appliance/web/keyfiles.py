@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import secrets
 from pathlib import Path
+
+log = logging.getLogger(__name__)
 
 
 def ensure_private_dir(path: Path) -> None:
@@ -39,3 +42,15 @@ def write_private(path: Path, data: bytes, *, exclusive: bool = False) -> bool:
         return True
     finally:
         tmp.unlink(missing_ok=True)
+
+
+def read_private(path: Path) -> str | None:
+    """The stripped text of a secret file; None when it is missing, empty or unreadable."""
+    try:
+        text = path.read_text().strip()
+    except FileNotFoundError:
+        return None
+    except (OSError, UnicodeDecodeError) as err:
+        log.warning("[keys] op=read warn=unreadable path=%s error=%s", path, err)
+        return None
+    return text or None

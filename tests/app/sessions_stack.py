@@ -6,8 +6,10 @@ No Neo4j and no engine: nothing on the session routes asks them, so these stacks
 from __future__ import annotations
 
 import json
+import shutil
 import tempfile
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -15,7 +17,7 @@ from typing import Any
 import httpx
 
 from appliance.accounts import create_account
-from tests.app.stack import Stack
+from tests.app.stack import Stack, running_stack
 from tests.conftest import Env, Process, free_port, wait_until
 from tests.sessions.conftest import answers, manager_env
 
@@ -39,6 +41,24 @@ def start_manager(stack: Stack) -> Process:
 
     wait_until(healthy, 60, f"the manager on {sock}", 0.05)
     return process
+
+
+@contextmanager
+def sessions_stack(root: Path, *roles: str, **variables: str) -> Iterator[Stack]:
+    """``roles`` (app, edge) and a manager running the double, for one fresh account."""
+    from tests.app.test_browser import _edge_serves
+
+    env = sessions_env(root)
+    env.vars.update(variables)
+    try:
+        with running_stack(env, root / "logs", *roles) as running:
+            if "edge" in roles:
+                port = env.settings.port
+                wait_until(lambda: _edge_serves(port), 60, f"the edge\n{running.output()}")
+            start_manager(running)
+            yield running
+    finally:
+        shutil.rmtree(env.settings.runtime_dir, ignore_errors=True)
 
 
 @dataclass

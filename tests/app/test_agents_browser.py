@@ -95,8 +95,10 @@ def test_the_owner_sets_up_an_agent_and_a_visitor_talks_to_it(
     page.fill("#pin", PIN)
     page.fill("#confirm", PIN)
     page.click("form[data-maxy-auth=setup] button[type=submit]")
+    page.locator("[data-maxy-step=claude]").wait_for(state="visible")
+    page.click("[data-maxy-step=claude] [data-maxy-next]")  # Connect Claude: later
     page.locator("[data-maxy-step=remote]").wait_for(state="visible")
-    page.click("text=Skip for now")
+    page.click("[data-maxy-step=remote] >> text=Skip for now")
     page.locator("#sidebar").wait_for(state="visible")
 
     page.click('[data-nav="agents"]')

@@ -1,4 +1,4 @@
-"""Onboarding, login, cookies, CSRF, throttling and "New session", against a real `maxy app`.
+"""Onboarding, login, cookies, CSRF, throttling, "Sign out other devices", against a real app.
 
 Requests go over the app's Unix socket. Without X-Maxy-* headers a request is a local process
 (LAN, admin host, never throttled); with them it is what the edge classified (the contract).

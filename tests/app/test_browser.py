@@ -86,8 +86,10 @@ def admin_state(browser: Any, base_url: str) -> dict[str, Any]:
     page.fill("#pin", PIN)
     page.fill("#confirm", PIN)
     page.click("form[data-maxy-auth=setup] button[type=submit]")
+    page.locator("[data-maxy-step=claude]").wait_for(state="visible")
+    page.click("[data-maxy-step=claude] [data-maxy-next]")
     page.locator("[data-maxy-step=remote]").wait_for(state="visible")
-    page.click("text=Skip for now")
+    page.click("[data-maxy-step=remote] >> text=Skip for now")
     page.locator("#sidebar").wait_for(state="visible")
     assert page.url == base_url + "/"
     state: dict[str, Any] = context.storage_state()
@@ -295,11 +297,13 @@ def test_a_public_agent_page_on_the_public_host(browser: Any, stack: Stack) -> N
     context.close()
 
 
-# Last: "New session" bumps the generation, so every older cookie (admin_state's) is rejected.
-def test_new_session_renews_the_admin_session(admin: Any, base_url: str) -> None:
-    admin.goto(base_url + "/")
+# Last: "Sign out other devices" bumps the generation, so every older cookie (admin_state's) is
+# rejected.
+def test_sign_out_other_devices_renews_the_admin_session(admin: Any, base_url: str) -> None:
+    admin.goto(base_url + "/admin/settings")
     with admin.expect_response("**/api/admin/session/rotate") as rotated:
-        admin.click("#new-session")
+        admin.click("#sign-out-others")
     assert rotated.value.status == 200
+    admin.locator("#sign-out-message", has_text="Every other device is logged out").wait_for()
     admin.reload()
     assert admin.locator("#sidebar").is_visible()  # the new cookie keeps us logged in

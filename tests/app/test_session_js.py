@@ -1,4 +1,5 @@
-"""session.js in headless Chromium: onboarding and login forms, CSRF, "New session", the banner.
+"""session.js in headless Chromium: onboarding and login forms, CSRF, "Sign out other devices"
+(maxySession.rotate), the banner.
 
 The browser reaches the real `maxy app` through a loopback TCP port piped to its Unix socket.
 """
@@ -48,8 +49,11 @@ def onboard_in(page: Any, base: str) -> None:
     page.fill("#pin", PIN)
     page.fill("#confirm", PIN)
     page.click("form[data-maxy-auth=setup] button[type=submit]")
-    page.locator("[data-maxy-step=remote]").wait_for(state="visible")
+    page.locator("[data-maxy-step=claude]").wait_for(state="visible")  # Connect Claude: skipped
     assert page.locator("[data-maxy-step=pin]").is_hidden()
+    page.click("[data-maxy-step=claude] [data-maxy-next]")
+    page.locator("[data-maxy-step=remote]").wait_for(state="visible")
+    assert page.locator("[data-maxy-step=claude]").is_hidden()
 
 
 def log_in(page: Any, base: str) -> None:
@@ -82,7 +86,7 @@ def test_onboarding_then_the_remote_password_step(browser_app: tuple[Any, str, R
     assert cookie["httpOnly"] and cookie["sameSite"] == "Strict" and cookie["path"] == "/"
 
 
-def test_new_session_updates_sibling_tabs_and_warns_other_browsers(
+def test_signing_out_other_devices_updates_sibling_tabs_and_warns_other_browsers(
     browser_app: tuple[Any, str, RunningApp],
 ) -> None:
     browser, base, _ = browser_app
@@ -96,7 +100,7 @@ def test_new_session_updates_sibling_tabs_and_warns_other_browsers(
     assert tab_b.evaluate(POST_SETTING) == 200
     before = tab_b.evaluate("window.maxySession.token()")
 
-    # "New session" in tab A: tab B learns the new token over BroadcastChannel, silently.
+    # "Sign out other devices" in tab A: tab B learns the new token over BroadcastChannel, silently.
     rotated = tab_a.evaluate("window.maxySession.rotate()")
     assert rotated["csrf"] != before
     tab_b.wait_for_function("t => window.maxySession.token() === t", arg=rotated["csrf"])

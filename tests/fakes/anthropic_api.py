@@ -1,10 +1,16 @@
 """A local stand-in for the Anthropic Messages API: real HTTP on loopback, scripted per test.
 
 It answers ``POST /v1/messages`` with a plain JSON message, or — when the request asks for a
-stream — the server-sent events of one text reply (``message_start``, ``content_block_start``,
-``content_block_delta`` once per word, ``content_block_stop``, ``message_delta`` with the stop
-reason, ``message_stop``). ``HEAD``/``GET`` (the Claude Code CLI's connectivity check) and
-``count_tokens`` answer too, so the real CLI can run a turn against it.
+stream — the server-sent events of one reply (``message_start``, ``content_block_start``,
+``content_block_delta`` once per word of text or as one ``input_json_delta`` for a tool call,
+``content_block_stop``, ``message_delta`` with the stop reason, ``message_stop``).
+``GET /v1/models`` lists models (the cheap call that checks a key); other ``HEAD``/``GET`` (the
+Claude Code CLI's connectivity check) and ``count_tokens`` answer too, so the real CLI can run a
+turn against it.
+
+Credentials: by default any request is served. Given ``api_keys`` and/or ``oauth_tokens`` (what
+``CLAUDE_CODE_OAUTH_TOKEN`` sends), a request whose ``x-api-key`` or ``Authorization: Bearer``
+(the SDK sends a key that way too) is none of them is answered 401 ``authentication_error``.
 
 What it answers is scripted per test, per model or for every model::
 
@@ -14,11 +20,14 @@ What it answers is scripted per test, per model or for every model::
         api.queue(Reply(status=429))                 # the next request, whatever its model
         api.queue(Reply(delay=10))                   # answers after 10 s (past a timeout)
         api.queue(Reply(malformed=True))             # a 200 whose body is not JSON
+        api.queue(Reply(tool=ToolUse("mcp__maxy__memory-write", {...})), when=has_tools)
 
 A one-shot reply queued for the request's model wins over one queued for any model, which wins
 over a standing reply for the model, then one for any model, then ``reply`` (the constructor's
-text). Every request is recorded: ``requests`` as (method, path, body) and ``messages`` as the
-decoded bodies of the Messages API calls.
+text). A reply queued ``when=predicate`` answers only a request whose body the predicate accepts
+(e.g. :func:`has_tools`: the main turn of a Claude Code session, not its small title call).
+Every request is recorded: ``requests`` as (method, path, body) and ``messages`` as the decoded
+bodies of the Messages API calls.
 """
 
 from __future__ import annotations
@@ -26,6 +35,7 @@ from __future__ import annotations
 import json
 import threading
 from collections import deque
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -41,6 +51,19 @@ ERRORS = {
 }
 
 
+MODELS = ("claude-sonnet-4-6", "claude-haiku-4-5")
+Predicate = Callable[[dict[str, Any]], bool]
+
+
+@dataclass(frozen=True)
+class ToolUse:
+    """A tool call the scripted reply makes (one ``tool_use`` block)."""
+
+    name: str
+    input: dict[str, Any]
+    id: str = "toolu_local_1"
+
+
 @dataclass(frozen=True)
 class Reply:
     """One scripted answer."""
@@ -50,18 +73,37 @@ class Reply:
     delay: float = 0.0  # seconds before the status line
     malformed: bool = False  # a 200 whose body (or stream) is not valid JSON
     stop_reason: str = "end_turn"
+    tool: ToolUse | None = None  # a tool call instead of text (stop_reason tool_use)
 
 
-def _message(model: str, text: str | None, stop_reason: str | None) -> dict[str, Any]:
+def has_tools(body: dict[str, Any]) -> bool:
+    """True for a request that offers the model tools (a session's turn, not a title call)."""
+    return bool(body.get("tools"))
+
+
+def _content(reply: Reply | None) -> list[dict[str, Any]]:
+    if reply is None:
+        return []
+    if reply.tool is not None:
+        tool = reply.tool
+        return [{"type": "tool_use", "id": tool.id, "name": tool.name, "input": tool.input}]
+    return [{"type": "text", "text": reply.text}]
+
+
+def _stop_reason(reply: Reply) -> str:
+    return "tool_use" if reply.tool is not None else reply.stop_reason
+
+
+def _message(model: str, reply: Reply | None) -> dict[str, Any]:
     return {
         "id": "msg_local_1",
         "type": "message",
         "role": "assistant",
         "model": model,
-        "content": [] if text is None else [{"type": "text", "text": text}],
-        "stop_reason": stop_reason,
+        "content": _content(reply),
+        "stop_reason": None if reply is None else _stop_reason(reply),
         "stop_sequence": None,
-        "usage": {"input_tokens": 10, "output_tokens": 1 if text is None else 8},
+        "usage": {"input_tokens": 10, "output_tokens": 1 if reply is None else 8},
     }
 
 
@@ -74,20 +116,26 @@ def _pieces(text: str) -> list[str]:
 
 
 def stream_events(model: str, reply: Reply) -> list[tuple[str, dict[str, Any]]]:
-    """The events of one streamed text reply, in wire order."""
+    """The events of one streamed reply (text, or one tool call), in wire order."""
+    if reply.tool is not None:
+        block: dict[str, Any] = {
+            "type": "tool_use",
+            "id": reply.tool.id,
+            "name": reply.tool.name,
+            "input": {},
+        }
+        deltas = [{"type": "input_json_delta", "partial_json": json.dumps(reply.tool.input)}]
+    else:
+        block = {"type": "text", "text": ""}
+        deltas = [{"type": "text_delta", "text": piece} for piece in _pieces(reply.text)]
     events: list[tuple[str, dict[str, Any]]] = [
-        ("message_start", {"type": "message_start", "message": _message(model, None, None)}),
+        ("message_start", {"type": "message_start", "message": _message(model, None)}),
         (
             "content_block_start",
-            {
-                "type": "content_block_start",
-                "index": 0,
-                "content_block": {"type": "text", "text": ""},
-            },
+            {"type": "content_block_start", "index": 0, "content_block": block},
         ),
     ]
-    for piece in _pieces(reply.text):
-        delta = {"type": "text_delta", "text": piece}
+    for delta in deltas:
         events.append(
             ("content_block_delta", {"type": "content_block_delta", "index": 0, "delta": delta})
         )
@@ -97,7 +145,7 @@ def stream_events(model: str, reply: Reply) -> list[tuple[str, dict[str, Any]]]:
             "message_delta",
             {
                 "type": "message_delta",
-                "delta": {"stop_reason": reply.stop_reason, "stop_sequence": None},
+                "delta": {"stop_reason": _stop_reason(reply), "stop_sequence": None},
                 "usage": {"output_tokens": 8},
             },
         ),
@@ -109,11 +157,18 @@ def stream_events(model: str, reply: Reply) -> list[tuple[str, dict[str, Any]]]:
 class FakeAnthropic:
     """A threaded HTTP server on loopback; use as a context manager."""
 
-    def __init__(self, reply: str = REPLY) -> None:
+    def __init__(
+        self,
+        reply: str = REPLY,
+        api_keys: Iterable[str] = (),
+        oauth_tokens: Iterable[str] = (),
+    ) -> None:
         self.reply = reply
+        self.api_keys = set(api_keys)
+        self.oauth_tokens = set(oauth_tokens)
         self.requests: list[tuple[str, str, dict[str, Any] | None]] = []
         self.headers: list[dict[str, str]] = []
-        self._queued: dict[str, deque[Reply]] = {}
+        self._queued: dict[str, deque[tuple[Predicate | None, Reply]]] = {}
         self._standing: dict[str, Reply] = {}
         self._lock = threading.Lock()
         self._closing = threading.Event()
@@ -131,7 +186,42 @@ class FakeAnthropic:
                 self.send_header("Content-Length", "0")
                 self.end_headers()
 
-            do_GET = do_HEAD
+            def do_GET(self) -> None:
+                if not self.path.startswith("/v1/models"):
+                    self.do_HEAD()
+                    return
+                fake._record("GET", self.path, None, dict(self.headers))
+                if self._refused():
+                    return
+                models = [
+                    {
+                        "type": "model",
+                        "id": name,
+                        "display_name": name,
+                        "created_at": "2026-01-01T00:00:00Z",
+                    }
+                    for name in MODELS
+                ]
+                listing = {
+                    "data": models,
+                    "has_more": False,
+                    "first_id": models[0]["id"],
+                    "last_id": models[-1]["id"],
+                }
+                self._send(200, "application/json", json.dumps(listing).encode())
+
+            def _refused(self) -> bool:
+                """Answer 401 unless the request carries an accepted key or token."""
+                if fake._authorised(
+                    self.headers.get("x-api-key"), self.headers.get("authorization")
+                ):
+                    return False
+                error = {
+                    "type": "error",
+                    "error": {"type": "authentication_error", "message": "invalid x-api-key"},
+                }
+                self._send(401, "application/json", json.dumps(error).encode())
+                return True
 
             def do_POST(self) -> None:
                 length = int(self.headers.get("Content-Length") or 0)
@@ -141,12 +231,14 @@ class FakeAnthropic:
                 except ValueError:
                     body = {"_unparsable": raw.decode(errors="replace")}
                 fake._record("POST", self.path, body, dict(self.headers))
+                if self._refused():
+                    return
                 if not self.path.startswith("/v1/messages") or self.path.startswith(
                     "/v1/messages/count_tokens"
                 ):
                     self._send(200, "application/json", json.dumps({"input_tokens": 10}).encode())
                     return
-                reply = fake._next(str(body.get("model") or ""))
+                reply = fake._next(body)
                 if reply.delay and fake._closing.wait(reply.delay):
                     return
                 model = str(body.get("model") or "claude-local")
@@ -159,7 +251,7 @@ class FakeAnthropic:
                 elif reply.malformed:
                     self._send(200, "application/json", b'{"id": "msg_local_1", "content": [')
                 else:
-                    message = _message(model, reply.text, reply.stop_reason)
+                    message = _message(model, reply)
                     self._send(200, "application/json", json.dumps(message).encode())
 
             def _send(self, status: int, kind: str, payload: bytes) -> None:
@@ -188,22 +280,33 @@ class FakeAnthropic:
         self.server.daemon_threads = True
         self._thread = threading.Thread(target=self.server.serve_forever, daemon=True)
 
-    def queue(self, *replies: Reply, model: str = ANY) -> None:
-        """Answer the next requests (for ``model``, or any) with ``replies``, in order."""
+    def queue(self, *replies: Reply, model: str = ANY, when: Predicate | None = None) -> None:
+        """Answer the next requests (for ``model``, or any; ``when`` accepts) with ``replies``."""
         with self._lock:
-            self._queued.setdefault(model, deque()).extend(replies)
+            self._queued.setdefault(model, deque()).extend((when, reply) for reply in replies)
 
     def always(self, reply: Reply, model: str = ANY) -> None:
         """Answer every request (for ``model``, or any) with ``reply`` unless one is queued."""
         with self._lock:
             self._standing[model] = reply
 
-    def _next(self, model: str) -> Reply:
+    def _authorised(self, api_key: str | None, authorization: str | None) -> bool:
+        if not self.api_keys and not self.oauth_tokens:
+            return True
+        bearer = (authorization or "").removeprefix("Bearer ").strip()
+        accepted = self.api_keys | self.oauth_tokens  # the SDK sends a key as a bearer, too
+        return (api_key or "") in accepted or bearer in accepted
+
+    def _next(self, body: dict[str, Any]) -> Reply:
+        model = str(body.get("model") or "")
         with self._lock:
             for key in (model, ANY):
-                queued = self._queued.get(key)
-                if queued:
-                    return queued.popleft()
+                queued = self._queued.get(key, deque())
+                for entry in queued:
+                    when, reply = entry
+                    if when is None or when(body):
+                        queued.remove(entry)
+                        return reply
             for key in (model, ANY):
                 if key in self._standing:
                     return self._standing[key]
@@ -215,6 +318,11 @@ class FakeAnthropic:
         with self._lock:
             self.requests.append((method, path, body))
             self.headers.append({k.lower(): v for k, v in headers.items()})
+
+    def credential_of(self, index: int) -> str:
+        """The key or token request ``index`` carried."""
+        headers = self.headers[index]
+        return headers.get("x-api-key") or headers.get("authorization", "").removeprefix("Bearer ")
 
     @property
     def messages(self) -> list[dict[str, Any]]:

@@ -162,6 +162,9 @@ def test_the_pre_init_mounts_data_and_the_etc_overlay(card: Card) -> None:
     assert "upperdir=/data/overlay/$dir/upper" in script
     assert "for dir in etc var" in script
     assert script.rstrip().endswith('exec /sbin/init "$@"')
+    # The forgotten-PIN reset it runs (tests/image/test_reset_pin.py).
+    reset = ext4_stat(card.parts["root_a"], "/usr/lib/maxy/reset-pin")
+    assert reset is not None and reset.mode & 0o111 and reset.uid == 0
     # Every card makes its own machine id on the first boot (into the /etc overlay).
     assert read(card, "/etc/machine-id") == ""
     assert ext4_stat(card.parts["root_a"], "/data") is not None

@@ -18,6 +18,16 @@ the transcript as the real CLI writes it: an assistant ``tool_use`` block named
 ``tool_result`` (and ``toolUseResult``), then the final assistant reply. The server's stderr goes
 to ``$CLAUDE_CONFIG_DIR/debug/mcp-<server>-<sessionId>.log``.
 
+``claude setup-token`` (Connect Claude) is acted out as the real CLI shows it, up to what the real
+one cannot do offline: a welcome, "Browser didn't open? Use the URL below to sign in" with the
+sign-in URL as an OSC 8 link, a "Paste code here if prompted" prompt; a pasted code is then
+accepted (the token, :func:`token_for` the code, printed once and wrapped at the terminal's
+width, then exit 0) unless it is ``bad``: then "OAuth error: …" and "Press Enter to retry", as the
+real CLI answers a refused code.
+
+With ``CLAUDE_DOUBLE_DELEGATE=<path of the real CLI>`` everything but ``setup-token`` is handed to
+the real CLI (exec), so a test can connect Claude through the double and run real sessions.
+
 Behaviour is set by environment variables ``CLAUDE_DOUBLE_<KEY>`` and, per spawn, by a directive
 in the initial prompt, ``[double key=value …]``, which wins. Keys:
 
@@ -35,10 +45,15 @@ in the initial prompt, ``[double key=value …]``, which wins. Keys:
     output=N           print N bytes to the terminal at start
     bridge=ID          a bridgeSessionId in the PID file
     record=DIR         write argv, environment and cwd to DIR/<sessionId>.json
+    require_auth=1     without ANTHROPIC_API_KEY or CLAUDE_CODE_OAUTH_TOKEN, answer each turn
+                       as the real CLI does: "Not logged in · Please run /login" (an API error)
+    refuse_root=1      act as the real CLI run as root: refuse --permission-mode
+                       bypassPermissions with its words and exit 1 before the PID file
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
@@ -63,6 +78,18 @@ TRIGGERS = (
     (re.compile(r"\bsearch memory for (.+?)(?:[.?!]|$)", re.IGNORECASE), "memory-search"),
     (re.compile(r"\bremember (?:that )?(.+?)(?:[.!]|$)", re.IGNORECASE), "memory-write"),
 )
+
+
+ROOT_REFUSAL = (
+    "--dangerously-skip-permissions cannot be used with root/sudo privileges for security reasons"
+)
+NOT_LOGGED_IN = "Not logged in · Please run /login"
+SIGN_IN_URL = "https://claude.com/cai/oauth/authorize?code=true&client_id=double&state="
+
+
+def token_for(code: str) -> str:
+    """The long-lived token the double's setup-token gives for a pasted code."""
+    return "sk-ant-oat01-" + hashlib.sha256(code.encode()).hexdigest() + "-doubleAA"
 
 
 def tool_requests(prompt: str) -> list[tuple[str, dict[str, Any]]]:
@@ -326,6 +353,11 @@ class Double:
             mode = (self.options.get("--permission-mode") or ["default"])[0]
             self.append({"type": "permission-mode", "permissionMode": mode})
         self.message("user", {"role": "user", "content": prompt})
+        if self.get("require_auth") == "1" and not (
+            os.environ.get("ANTHROPIC_API_KEY") or os.environ.get("CLAUDE_CODE_OAUTH_TOKEN")
+        ):
+            self.not_logged_in()
+            return
         time.sleep(float(self.get("turn", "0.05") or 0))
         if self.get("crash") == "turn":
             os._exit(3)
@@ -361,6 +393,23 @@ class Double:
         self.set_status("idle")
         if self.get("exit_after_turn") == "1":
             self.exit(0)
+
+    def not_logged_in(self) -> None:
+        """The real CLI's answer to a turn it has no credentials for (a synthetic API error)."""
+        self.message(
+            "assistant",
+            {
+                "role": "assistant",
+                "model": "<synthetic>",
+                "content": [{"type": "text", "text": NOT_LOGGED_IN}],
+                "stop_reason": "stop_sequence",
+            },
+            error="authentication_failed",
+            isApiErrorMessage=True,
+        )
+        self.append({"type": "system", "subtype": "turn_duration", "durationMs": 5})
+        out(f"  ⎿  {NOT_LOGGED_IN}\r\n")
+        self.set_status("idle")
 
     def server_for(self, tool: str) -> McpServer | None:
         """The running server that lists ``tool``, starting configured ones as needed."""
@@ -428,6 +477,11 @@ class Double:
             signal.signal(signal.SIGHUP, signal.SIG_IGN)
         else:
             signal.signal(signal.SIGHUP, lambda *_: self.exit(129))
+        if self.get("refuse_root") == "1" and "bypassPermissions" in (
+            self.options.get("--permission-mode") or []
+        ):
+            out(f"\x1b[31m{ROOT_REFUSAL}\x1b[0m\r\n")
+            os._exit(1)
         if self.get("crash") == "start":
             out("fatal: the double was told to crash\r\n")
             os._exit(3)
@@ -484,5 +538,55 @@ def out(text: str) -> None:
         pass
 
 
+def setup_token() -> None:
+    """``claude setup-token`` as the real CLI shows it, with a code that is accepted offline."""
+    out("\x1b[1mClaude Code\x1b[22m " + VERSION + "\r\n\r\n")
+    out(
+        " This will guide you through long-lived (1-year) auth token setup for your Claude\r\n"
+        " account. Claude subscription required.\r\n\r\n"
+    )
+    url = SIGN_IN_URL + uuid.uuid4().hex
+    width = max(20, os.get_terminal_size(0).columns - 2)
+    out(" Browser didn't open? Use the URL below to sign in (c to copy)\r\n\r\n")
+    for start in range(0, len(url), width):
+        out(f"\x1b]8;id=double;{url}\x07{url[start : start + width]}\x1b]8;;\x07\r\n")
+    buffered = b""
+    while True:
+        out("\r\n Paste code here if prompted > ")
+        while b"\r" not in buffered and b"\n" not in buffered:
+            try:
+                chunk = os.read(0, 4096)
+            except OSError:
+                chunk = b""
+            if not chunk:
+                os._exit(0)  # the terminal is gone
+            buffered += chunk
+            out(chunk.decode(errors="replace"))  # the CLI echoes what is typed
+        line, _, buffered = buffered.replace(b"\r\n", b"\n").replace(b"\r", b"\n").partition(b"\n")
+        code = line.decode(errors="replace").strip()
+        if not code:
+            continue
+        if code == "bad":
+            out(
+                "\r\n \x1b[38;5;211m✘ OAuth error: Invalid code. Please make sure the full code "
+                "was copied\x1b[39m\r\n\r\n Press \x1b[1mEnter\x1b[22m to retry\r\n"
+            )
+            continue
+        break
+    token = token_for(code)
+    out("\r\n\x1b[32m✓ Long-lived authentication token created successfully!\x1b[39m\r\n\r\n")
+    out(" Your OAuth token (valid for 1 year):\r\n\r\n")
+    for start in range(0, len(token), width):
+        out(" \x1b[33m" + token[start : start + width] + "\x1b[39m\r\n")
+    out("\r\n Store this token securely. You won't be able to see it again.\r\n\r\n")
+    out(" Use this token by setting: export CLAUDE_CODE_OAUTH_TOKEN=<token>\r\n")
+    os._exit(0)
+
+
 if __name__ == "__main__":
+    if sys.argv[1:2] == ["setup-token"]:
+        setup_token()
+    delegate = os.environ.get("CLAUDE_DOUBLE_DELEGATE")
+    if delegate:
+        os.execv(delegate, [delegate, *sys.argv[1:]])
     Double(sys.argv[1:]).run()

@@ -1,17 +1,22 @@
 // The chat pane of the Sessions page: the selected session's transcript (re-read whenever its
 // row changes) as chat bubbles, each tool call collapsed into a <details> holding its input and
 // result, or its terminal (terminal.js), Stop and Download, and the composer, which types into
-// the selected session or, after "+", starts a new one. The rows come from sessions.js.
+// the selected session or, after "New session" (or "+"), starts a new one in the Mode menu's mode.
+// The rows come from sessions.js. A start that fails shows what the CLI said and what to do; an
+// answer the CLI could not get from Claude (not logged in) says how to connect it.
 // Plain ES5-style JS, no build step; transcript text only ever reaches the page as textContent.
 (function () {
   "use strict";
 
   var API = "/api/admin/sessions";
-  var MODES = { plan: "plan", "accept-edits": "acceptEdits" }; // the mode menu's choices
+  var NOT_CONNECTED = "Claude is not connected on this device, so this session could not get an " +
+    "answer. Connect Claude in Settings, then start a new session.";
 
   var sessions = window.maxySessions;
   var section = document.getElementById("sessions");
-  var startButton = document.getElementById("start-session");
+  var startButtons = ["new-session", "start-session"]
+    .map(function (id) { return document.getElementById(id); })
+    .filter(Boolean);
   var chat = {
     log: document.getElementById("chat-log"),
     empty: document.getElementById("chat-empty"),
@@ -20,6 +25,7 @@
     bar: document.getElementById("session-bar"),
     title: document.getElementById("session-bar-title"),
     state: document.getElementById("session-bar-status"),
+    mode: document.getElementById("session-bar-mode"),
     download: document.getElementById("session-download"),
     stop: document.getElementById("session-stop"),
     transcriptTab: document.getElementById("view-transcript"),
@@ -29,14 +35,14 @@
     input: document.getElementById("composer-input"),
     note: document.getElementById("composer-note"),
   };
-  if (!sessions) return;
   if (!chat.log || !chat.form || !chat.input || !chat.bar) {
-    // No chat pane on this page: "+" opens the Sessions page ready to start one.
-    if (startButton) {
-      startButton.addEventListener("click", function () { window.location.assign("/?new=1"); });
-    }
+    // No chat pane on this page: "New session" and "+" open the Sessions page ready to start one.
+    startButtons.forEach(function (button) {
+      button.addEventListener("click", function () { window.location.assign("/?new=1"); });
+    });
     return;
   }
+  if (!sessions) return;
   sessions.chatPane = true;
 
   var selected = null; // the session shown, null: "start a new one"
@@ -102,6 +108,11 @@
       if ((entry.type !== "user" && entry.type !== "assistant") || !entry.message || entry.isMeta) return;
       var content = entry.message.content;
       var text = textOf(content);
+      if (entry.type === "assistant" && entry.isApiErrorMessage) {
+        var hint = entry.error === "authentication_failed" ? NOT_CONNECTED : "";
+        turns.push({ role: "error", text: text, hint: hint });
+        return;
+      }
       if (text.trim()) turns.push({ role: entry.type, text: text });
       if (!Array.isArray(content)) return;
       content.forEach(function (block) {
@@ -183,6 +194,16 @@
       li.className = "turn turn-" + turn.role;
       li.setAttribute("data-role", turn.role);
       li.textContent = turn.text;
+      if (turn.hint) {
+        var hint = document.createElement("p");
+        hint.className = "turn-hint";
+        hint.textContent = turn.hint + " ";
+        var link = document.createElement("a");
+        link.href = "/admin/settings#claude";
+        link.textContent = "Open Settings";
+        hint.appendChild(link);
+        li.appendChild(hint);
+      }
       chat.turns.appendChild(li);
     });
     chat.turns.hidden = !turns.length;
@@ -223,6 +244,10 @@
       var status = row ? statusOf(row) : "";
       chat.state.textContent = status;
       chat.state.setAttribute("data-status", status);
+      var item = row && row.permissionMode &&
+        document.querySelector('#mode-menu [data-mode="' + row.permissionMode + '"]');
+      chat.mode.textContent = row && row.permissionMode
+        ? "Mode: " + (item ? item.getAttribute("data-label") : row.permissionMode) : "";
       chat.download.href = API + "/" + encodeURIComponent(selected) + "/log?download=1";
       chat.stop.hidden = !live;
       chat.terminalTab.disabled = !live;
@@ -274,6 +299,7 @@
   }
 
   function select(id) {
+    showFailure(null);
     selected = id;
     sessions.selected = id;
     remember(id);
@@ -298,7 +324,8 @@
     if (id === null) {
       url = API + "/spawn";
       body = { message: text };
-      var mode = MODES[document.getElementById("shell").getAttribute("data-mode")];
+      // Always the mode the menu shows, so what the label says is what the session runs with.
+      var mode = document.getElementById("shell").getAttribute("data-mode");
       if (mode) body.permissionMode = mode;
     }
     composer(false, chat.input.placeholder, id === null ? "Starting the session…" : "Sending…");
@@ -309,7 +336,12 @@
     })
       .then(function (response) {
         return jsonOf(response).then(function (answer) {
-          if (!response.ok) throw new Error(answer.message || "HTTP " + response.status);
+          if (!response.ok) {
+            var error = new Error(answer.message || "HTTP " + response.status);
+            error.answer = answer;
+            throw error;
+          }
+          showFailure(null);
           chat.input.value = "";
           if (id === null && answer.row) {
             sessions.rows[answer.row.id] = answer.row;
@@ -321,11 +353,54 @@
       })
       .catch(function (err) {
         showBar();
-        chat.note.textContent = String(err.message || err);
+        if (id === null && err.answer && err.answer.code) {
+          showFailure(err.answer);
+          chat.note.textContent = "The session did not start.";
+        } else {
+          chat.note.textContent = String(err.message || err);
+        }
       });
   }
 
-  if (startButton) startButton.addEventListener("click", startNew);
+  // Why a new session did not start: the cause the manager read from the CLI's output, what to
+  // do, and (folded) what the CLI printed.
+  function showFailure(answer) {
+    var box = document.getElementById("spawn-error");
+    if (!answer) {
+      if (box) box.remove();
+      return;
+    }
+    if (!box) {
+      box = document.createElement("div");
+      box.id = "spawn-error";
+      box.className = "alert spawn-error";
+      box.setAttribute("role", "alert");
+      box.setAttribute("data-testid", "spawn-error");
+      chat.log.appendChild(box);
+    }
+    box.textContent = "";
+    var title = document.createElement("strong");
+    title.textContent = answer.cause ? "The session did not start: " + answer.cause : answer.message;
+    box.appendChild(title);
+    if (answer.hint) {
+      var todo = document.createElement("p");
+      todo.className = "spawn-hint";
+      todo.textContent = answer.hint;
+      box.appendChild(todo);
+    }
+    if (answer.output) {
+      var details = document.createElement("details");
+      var summary = document.createElement("summary");
+      summary.textContent = "What claude printed (exit code " + answer.exitCode + ")";
+      var pre = document.createElement("pre");
+      pre.textContent = answer.output;
+      details.appendChild(summary);
+      details.appendChild(pre);
+      box.appendChild(details);
+    }
+  }
+
+  startButtons.forEach(function (button) { button.addEventListener("click", startNew); });
   chat.form.addEventListener("submit", function (event) {
     event.preventDefault();
     submit();

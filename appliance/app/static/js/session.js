@@ -1,11 +1,13 @@
-// The admin session in the browser: CSRF header, "New session", and the login/onboarding forms.
+// The admin session in the browser: CSRF header, "Sign out other devices", log out, and the
+// login/onboarding forms.
 //
 // window.maxySession.fetch(url, opts) is window.fetch plus the X-Maxy-CSRF header on state-changing
 // requests. The token comes from <meta name="maxy-csrf"> or GET /api/admin/session. When a request
 // is refused because the session was renewed elsewhere (401 session-rotated) or the token is stale
 // (403 csrf), the token is fetched again ONCE and the request retried; if that fails too, one
-// banner (#session-banner) offers to reload. maxySession.rotate() asks for a new session and tells
-// sibling tabs the new token over BroadcastChannel("maxy-session"), so they carry on silently.
+// banner (#session-banner) offers to reload. maxySession.rotate() ("Sign out other devices" in
+// Settings) asks for a new session and tells sibling tabs the new token over
+// BroadcastChannel("maxy-session"), so they carry on silently.
 (function () {
   "use strict";
 
@@ -207,16 +209,7 @@
         .then(function (result) {
           if (!result.response.ok) return explain(form, result);
           announce(result.body.csrf);
-          var done = document.querySelector('[data-maxy-step="pin"]');
-          var next = document.querySelector('[data-maxy-step="remote"]');
-          if (done) done.hidden = true;
-          if (next) {
-            next.hidden = false;
-            var input = next.querySelector("input");
-            if (input) input.focus();
-          } else {
-            window.location.assign(result.body.next || "/");
-          }
+          advance(form.closest("[data-maxy-step]"), result.body.next || "/");
         });
     },
     "remote-password": function (form) {
@@ -231,7 +224,27 @@
     },
   };
 
+  // Onboarding is a row of steps (PIN, Connect Claude, remote password): show the next one, or
+  // go to `done` after the last.
+  function advance(step, done) {
+    var next = step && step.nextElementSibling;
+    while (next && !next.hasAttribute("data-maxy-step")) next = next.nextElementSibling;
+    if (!next) {
+      window.location.assign(done || "/");
+      return;
+    }
+    step.hidden = true;
+    next.hidden = false;
+    var input = next.querySelector("input:not([type=hidden]), button");
+    if (input) input.focus();
+  }
+
   function wireForms() {
+    Array.prototype.forEach.call(document.querySelectorAll("[data-maxy-next]"), function (button) {
+      button.addEventListener("click", function () {
+        advance(button.closest("[data-maxy-step]"), "/");
+      });
+    });
     var forms = document.querySelectorAll("form[data-maxy-auth]");
     Array.prototype.forEach.call(forms, function (form) {
       var handler = handlers[form.getAttribute("data-maxy-auth")];

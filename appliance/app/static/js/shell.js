@@ -1,5 +1,6 @@
 // The admin shell: resizable panes (widths remembered), the drawer on small screens, the mode
-// menu, the session tabs and the "New session" button. Plain ES5-style JS, no build step.
+// menu, the owner's menu (Settings, Disconnect Claude, Log out) and the session tabs. "New
+// session" starts a Claude session (chat.js). Plain ES5-style JS, no build step.
 (function () {
   "use strict";
 
@@ -99,54 +100,88 @@
     if (query.matches) setDrawer(false);
   });
 
-  // The mode menu: which permission mode new sessions start in (kept in this browser).
-  var trigger = document.getElementById("mode-trigger");
-  var menu = document.getElementById("mode-menu");
-  var label = document.getElementById("mode-label");
-  function setMode(mode) {
-    var chosen = null;
-    menu.querySelectorAll("[data-mode]").forEach(function (item) {
-      var on = item.getAttribute("data-mode") === mode;
-      item.setAttribute("aria-checked", String(on));
-      if (on) chosen = item;
-    });
-    if (!chosen) return;
-    label.textContent = chosen.firstChild.textContent.trim();
-    shell.setAttribute("data-mode", mode);
-    save(STORE.mode, mode);
-  }
-  function openMenu(open) {
-    menu.hidden = !open;
-    trigger.setAttribute("aria-expanded", String(open));
-    if (open) {
-      var current = menu.querySelector('[aria-checked="true"]') || menu.querySelector("button");
-      current.focus();
+  // A menu behind a button: opens on click, arrows move, Escape and a click outside close it.
+  function menuButton(trigger, menu, itemSelector, onPick) {
+    function open(show) {
+      menu.hidden = !show;
+      trigger.setAttribute("aria-expanded", String(show));
+      if (show) {
+        var current = menu.querySelector('[aria-checked="true"]') || menu.querySelector(itemSelector);
+        if (current) current.focus();
+      }
     }
-  }
-  if (trigger && menu) {
-    setMode(load(STORE.mode) || "default");
-    trigger.addEventListener("click", function () { openMenu(menu.hidden); });
+    trigger.addEventListener("click", function () { open(menu.hidden); });
     menu.addEventListener("click", function (event) {
-      var item = event.target.closest("[data-mode]");
+      var item = event.target.closest(itemSelector);
       if (!item) return;
-      setMode(item.getAttribute("data-mode"));
-      openMenu(false);
+      open(false);
       trigger.focus();
+      onPick(item, event);
     });
     menu.addEventListener("keydown", function (event) {
-      var items = Array.prototype.slice.call(menu.querySelectorAll("[data-mode]"));
+      var items = Array.prototype.slice.call(menu.querySelectorAll(itemSelector));
       var index = items.indexOf(document.activeElement);
       if (event.key === "ArrowDown" || event.key === "ArrowUp") {
         event.preventDefault();
         var next = (index + (event.key === "ArrowDown" ? 1 : items.length - 1)) % items.length;
         items[next].focus();
       } else if (event.key === "Escape") {
-        openMenu(false);
+        open(false);
         trigger.focus();
       }
     });
     document.addEventListener("click", function (event) {
-      if (!menu.hidden && !event.target.closest(".menu-wrap")) openMenu(false);
+      if (!menu.hidden && !menu.parentNode.contains(event.target)) open(false);
+    });
+  }
+
+  // The mode menu: the permission mode new sessions start in (kept in this browser). Its items
+  // are the server's (the CLI's mode names, the device default first), so the label shown is the
+  // mode the spawn asks for: chat.js sends shell[data-mode] as the spawn's permissionMode.
+  var trigger = document.getElementById("mode-trigger");
+  var menu = document.getElementById("mode-menu");
+  var label = document.getElementById("mode-label");
+  function setMode(mode) {
+    var chosen = menu.querySelector('[data-mode="' + mode + '"]') ||
+      menu.querySelector('[data-mode="' + menu.getAttribute("data-default") + '"]');
+    if (!chosen) return;
+    menu.querySelectorAll("[data-mode]").forEach(function (item) {
+      item.setAttribute("aria-checked", String(item === chosen));
+    });
+    var small = chosen.querySelector("small");
+    label.textContent = chosen.getAttribute("data-label");
+    trigger.title = "How new sessions may act: " + chosen.getAttribute("data-label") +
+      (small ? " — " + small.textContent : "");
+    shell.setAttribute("data-mode", chosen.getAttribute("data-mode"));
+    save(STORE.mode, chosen.getAttribute("data-mode"));
+  }
+  if (trigger && menu) {
+    setMode(load(STORE.mode) || menu.getAttribute("data-default"));
+    menuButton(trigger, menu, "[data-mode]", function (item) {
+      setMode(item.getAttribute("data-mode"));
+    });
+  }
+
+  // The owner's menu: Settings, Disconnect Claude (stops running sessions), Log out.
+  var account = document.getElementById("account-trigger");
+  var accountMenu = document.getElementById("account-menu");
+  if (account && accountMenu) {
+    menuButton(account, accountMenu, '[role="menuitem"]', function (item, event) {
+      var session = window.maxySession;
+      if (item.id === "menu-logout" && session) {
+        event.preventDefault();
+        session.logout();
+      } else if (item.id === "menu-disconnect-claude" && session) {
+        event.preventDefault();
+        if (!window.confirm("Disconnect Claude? Running sessions are stopped, and new ones " +
+          "cannot use your Claude subscription until you connect it again.")) return;
+        session.fetch("/api/admin/claude", { method: "DELETE", headers: { Accept: "application/json" } })
+          .then(function (response) {
+            if (!response.ok) throw new Error("HTTP " + response.status);
+            window.location.reload();
+          })
+          .catch(function (err) { window.alert("Claude could not be disconnected: " + err.message); });
+      }
     });
   }
 
@@ -158,17 +193,6 @@
       tabs.forEach(function (other) { other.setAttribute("aria-selected", String(other === tab)); });
       if (list) list.setAttribute("data-filter", tab.getAttribute("data-filter"));
     });
-  });
-
-  // New session: a fresh admin session id (the auth module's maxySession.rotate()).
-  var button = document.getElementById("new-session");
-  if (button) button.addEventListener("click", function () {
-    var session = window.maxySession;
-    if (!session || typeof session.rotate !== "function") return;
-    button.disabled = true;
-    Promise.resolve(session.rotate())
-      .catch(function (err) { window.console.warn("[shell] new session failed:", err); })
-      .then(function () { button.disabled = false; });
   });
 
   // The one way pages read the admin JSON API: through maxySession when it is loaded.

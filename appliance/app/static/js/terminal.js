@@ -44,7 +44,7 @@
     return resume === null ? url : url + "?resume=" + resume;
   }
 
-  // Open the terminal of session `id` in `container`; resolves to {close()}.
+  // Open the terminal of session `id` in `container`; resolves to {input(text), close()}.
   function open(container, id, vendor, onStatus) {
     var say = onStatus || function () {};
     return loadXterm(vendor).then(function () {
@@ -109,6 +109,8 @@
       term.focus();
 
       return {
+        // Type ``text`` into the terminal, as keystrokes would (Connect Claude's code field).
+        input: function (text) { send({ type: "input", data: text }); },
         close: function () {
           closed = true;
           window.clearTimeout(retry);
