@@ -35,11 +35,14 @@ bootstrap FOR="test":
 model: bootstrap
     {{venv}}/bin/python {{root}}/build/model.py --cache-dir "$MAXY_CACHE_DIR"
 
-# Static checks: ruff (lint and format) and mypy (strict on appliance/).
+# Static checks: ruff (lint and format), mypy (strict on appliance/, image/ and build/), the
+# import direction.
 lint: (bootstrap "run")
     {{venv}}/bin/ruff check appliance tests build image
     {{venv}}/bin/ruff format --check appliance tests build image
     {{venv}}/bin/mypy
+    {{venv}}/bin/mypy build/*.py
+    {{venv}}/bin/lint-imports --no-cache
 
 # Check the environment Maxy needs and print what to fix.
 doctor: bootstrap
@@ -65,6 +68,11 @@ bench-edge: bootstrap
 # Session manager: spawn-to-ready p50/p95 and transcript write -> SSE delta at two clients (own manager).
 bench-sessions: bootstrap
     {{venv}}/bin/python tests/bench/bench_sessions.py
+
+# Remake build/freeze.lock (the frozen binary's whole dependency set, hashed) from pyproject.toml.
+lock: (bootstrap "run")
+    {{venv}}/bin/python -c 'import tomllib; p = tomllib.load(open("pyproject.toml", "rb"))["project"]; print("\n".join(p["dependencies"] + p["optional-dependencies"]["freeze"]))' \
+      | {{venv}}/bin/uv pip compile - --generate-hashes --universal --python-version 3.11 --no-header --quiet -o build/freeze.lock
 
 # Freeze every role into one executable: dist/maxy (own build virtualenv under MAXY_CACHE_DIR).
 build: bootstrap

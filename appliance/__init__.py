@@ -2,6 +2,6 @@
 
 from __future__ import annotations
 
-from appliance.version import __version__
+from appliance.core.version import __version__
 
 __all__ = ["__version__"]

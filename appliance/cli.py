@@ -31,37 +31,54 @@ import os
 import sys
 from collections.abc import Sequence
 
-from appliance import logs
-from appliance.accounts import (
-    AccountError,
+from appliance.agents import knowledge as agent_knowledge
+from appliance.app import publish
+from appliance.core import logs
+from appliance.core.accounts import (
     AccountIdError,
     create_account,
     list_accounts,
     validate_account_id,
 )
-from appliance.agents import knowledge as agent_knowledge
-from appliance.app import publish
-from appliance.config import Settings, SettingsError, load_settings, settings_table
-from appliance.graphdb.errors import Neo4jSetupError
+from appliance.core.config import Settings, SettingsError, load_settings, settings_table
+from appliance.core.version import build_info
 from appliance.memory import commands as memory_commands
-from appliance.memory.errors import EngineError
 from appliance.ota import commands as ota_commands
-from appliance.ports import PortInUse
-from appliance.rpc.protocol import RpcError
 from appliance.tunnel import commands as tunnel_commands
-from appliance.version import build_info
 
 log = logging.getLogger("appliance.cli")
 
-# Errors that end a command with one clear line instead of a traceback, and their log area.
-FATAL_AREAS: dict[type[Exception], str] = {
-    SettingsError: "settings",
-    AccountError: "accounts",
-    Neo4jSetupError: "neo4j",
-    EngineError: "engine",
-    PortInUse: "edge",
-    RpcError: "rpc",
+# Errors that end a command with one clear line instead of a traceback, and their log area,
+# by qualified class name (matched along the error's MRO, so no subcommand module needs to be
+# imported to name its errors; tests/test_cli.py checks every name exists).
+FATAL_AREAS: dict[str, str] = {
+    "appliance.core.config.SettingsError": "settings",
+    "appliance.core.accounts.AccountError": "accounts",
+    "appliance.graphdb.errors.Neo4jSetupError": "neo4j",
+    "appliance.memory.errors.EngineError": "engine",
+    "appliance.core.ports.PortInUse": "edge",
+    "appliance.rpc.protocol.RpcError": "rpc",
+    "appliance.ota.errors.OtaError": "ota",
+    "appliance.tunnel.TunnelError": "tunnel",
+    "appliance.agents.errors.AgentStoreError": "agents",
+    "appliance.app.publish.PublishError": "sites",
+    "appliance.firstboot.FirstbootError": "firstboot",
 }
+
+
+def fatal_area(err: BaseException) -> str | None:
+    """The log area of an error that ends a command with one line, None for a bug."""
+    for kind in type(err).__mro__:
+        area = FATAL_AREAS.get(f"{kind.__module__}.{kind.__qualname__}")
+        if area is not None:
+            return area
+    return None
+
+
+def fatal(area: str, err: BaseException, code: int = 1) -> int:
+    """The one way a command fails: ``[area] FATAL Kind: message`` on stderr; its exit status."""
+    print(f"[{area}] FATAL {type(err).__name__}: {err}", file=sys.stderr, flush=True)
+    return code
 
 
 def _require_account(settings: Settings) -> None:
@@ -110,11 +127,12 @@ def cmd_manager(settings: Settings, args: argparse.Namespace) -> int:
 
 def cmd_engine(settings: Settings, args: argparse.Namespace) -> int:
     """Serve the retrieval engine, or rebuild its vector indexes."""
+    from appliance.agents.expansion import paraphraser
+    from appliance.core.systemd import Notifier
     from appliance.memory.embedder import Embedder
     from appliance.memory.graph import Graph
     from appliance.memory.schema import rebuild_vector_indexes
     from appliance.memory.service import Engine, read_password
-    from appliance.systemd import Notifier
 
     _require_account(settings)
     account = validate_account_id(settings.accounts_dir, settings.account_id)
@@ -141,7 +159,7 @@ def cmd_engine(settings: Settings, args: argparse.Namespace) -> int:
             if not cleared:
                 print(f"every vector index already has {embedder.dimension} dimensions")
             return 0
-        asyncio.run(Engine(settings, account, embedder).run(notifier))
+        asyncio.run(Engine(settings, account, embedder, paraphraser(settings)).run(notifier))
     finally:
         embedder.close()
     return 0
@@ -204,11 +222,7 @@ def cmd_firstboot(settings: Settings, args: argparse.Namespace) -> int:
     """Prepare a freshly flashed card, once (root, before the services start)."""
     from appliance import firstboot
 
-    try:
-        firstboot.run(settings, lambda line: print(line, flush=True))
-    except firstboot.FirstbootError as err:
-        print(f"[firstboot] FATAL {type(err).__name__}: {err}", file=sys.stderr)
-        return 1
+    firstboot.run(settings, lambda line: print(line, flush=True))
     return 0
 
 
@@ -218,8 +232,8 @@ def cmd_neo4j(settings: Settings, args: argparse.Namespace) -> int:
 
     instance = Neo4jInstance.from_settings(settings, os.environ)
     if args.neo4j_command == "run":
+        from appliance.core.systemd import Notifier
         from appliance.graphdb import launcher
-        from appliance.systemd import Notifier
 
         notifier = Notifier.from_environ(os.environ)
         return launcher.run(instance, notifier, user=settings.neo4j_user)
@@ -307,13 +321,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         settings = load_settings()
     except SettingsError as err:
-        print(f"[settings] FATAL {err}", file=sys.stderr)
-        return 2
+        return fatal("settings", err, code=2)
     logs.configure(settings.log_level, role=args.command)
     try:
         code: int = args.func(settings, args)
-    except tuple(FATAL_AREAS) as err:
-        area = next(name for kind, name in FATAL_AREAS.items() if isinstance(err, kind))
-        print(f"[{area}] FATAL {type(err).__name__}: {err}", file=sys.stderr)
-        return 1
+    except KeyboardInterrupt:
+        print(f"[{args.command}] interrupted.", file=sys.stderr, flush=True)
+        return 130
+    except Exception as err:
+        area = fatal_area(err)
+        if area is None:
+            raise  # a bug: its traceback is what to read
+        return fatal(area, err)
     return code

@@ -11,13 +11,13 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from appliance.accounts import AccountError, validate_account_id
-from appliance.config import Settings
+from appliance.core.accounts import AccountError, validate_account_id
+from appliance.core.config import Settings
+from appliance.core.fsio import sha256_file
+from appliance.core.ports import PortInUse, check_port_free
 from appliance.graphdb.errors import Neo4jSetupError
 from appliance.graphdb.instance import bolt_ready, distribution_dir, verify_distribution
 from appliance.graphdb.java import find_java, required_java_major
-from appliance.memory.embedder import file_sha256
-from appliance.ports import PortInUse, check_port_free
 from appliance.rpc.client import RpcClient
 from appliance.rpc.protocol import RpcError
 
@@ -85,7 +85,7 @@ def _model(settings: Settings) -> Check:
     sidecar = Path(str(path) + ".sha256")
     if sidecar.is_file():
         expected = sidecar.read_text().split()[0]
-        if file_sha256(path) != expected:
+        if sha256_file(path) != expected:
             return Check("embedding model", False, f"{path} fails its checksum; rebuild it")
         return Check("embedding model", True, f"{path} (sha256 verified)")
     return Check("embedding model", True, f"{path} (no .sha256 beside it to verify)")

@@ -36,8 +36,6 @@ import logging
 import os
 import pwd
 import re
-import secrets
-import subprocess
 import tempfile
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
@@ -45,12 +43,14 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from appliance.accounts import ACCOUNT_FILE, DEFAULT_AGENT, create_account, list_accounts
 from appliance.agents.store import is_slug
-from appliance.config import Settings
+from appliance.core import proc
+from appliance.core.accounts import ACCOUNT_FILE, DEFAULT_AGENT, create_account, list_accounts
+from appliance.core.config import Settings
+from appliance.core.fsio import write_atomic
+from appliance.core.version import build_info
 from appliance.graphdb.instance import ensure_password
 from appliance.ota.layout import DATA
-from appliance.version import build_info
 from appliance.web.cookies import load_key
 
 log = logging.getLogger(__name__)
@@ -243,25 +243,17 @@ def _tool(args: Sequence[str], stdin: str | None = None) -> tuple[str, str]:
     path = os.environ.get("PATH", "/usr/bin:/bin") + ":/usr/sbin:/sbin"
     env = {"PATH": path, "LC_ALL": "C"}
     try:
-        done = subprocess.run(
-            list(args),
-            input=stdin,
-            capture_output=True,
-            text=True,
-            env=env,
-            timeout=TOOL_TIMEOUT,
-            check=False,
-        )
-    except FileNotFoundError as err:
+        done = proc.run(args, input=stdin, env=env, timeout=TOOL_TIMEOUT)
+    except proc.ToolMissing as err:
         raise GrowError(
             f"{args[0]} is not installed. Growing the data partition needs sfdisk (fdisk), "
             "partx (util-linux) and resize2fs (e2fsprogs); the card keeps working at its "
             "flashed size."
         ) from err
-    except subprocess.TimeoutExpired as err:
-        raise GrowError(f"`{' '.join(args)}` did not finish within {TOOL_TIMEOUT} s.") from err
+    except proc.ToolTimeout as err:
+        raise GrowError(f"{err}.") from err
     if done.returncode != 0:
-        detail = " ".join((done.stderr or done.stdout).split())[-400:]
+        detail = done.detail(400)
         raise GrowError(
             f"`{' '.join(args)}` failed (exit {done.returncode}): {detail}. The card keeps "
             "working at its flashed size; the next boot tries again."
@@ -384,17 +376,6 @@ def _owner(settings: Settings) -> tuple[int, int] | None:
     return entry.pw_uid, entry.pw_gid
 
 
-def _write_public(path: Path, text: str) -> None:
-    """Write ``text`` atomically, mode 0644."""
-    tmp = path.with_name(f".{path.name}.{secrets.token_hex(6)}.tmp")
-    try:
-        tmp.write_text(text)
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
-
-
 def _chown_tree(paths: Iterable[Path], uid: int, gid: int) -> int:
     count = 0
     for top in paths:
@@ -454,7 +435,7 @@ def run(
         line = f"account: exists already: {known}; the preset is not used"
         if len(valid) == 1 and not env_file.exists():
             # A run cut short between the account and its env file, or an account made by hand.
-            _write_public(env_file, f"MAXY_ACCOUNT_ID={valid[0].id}\n")
+            write_atomic(env_file, f"MAXY_ACCOUNT_ID={valid[0].id}\n")
             made.append(env_file)
             line += f"; MAXY_ACCOUNT_ID in {env_file}"
         lines.append(line)
@@ -471,7 +452,7 @@ def run(
             default_agent=preset.default_agent,
             account_id=preset.account_id,
         )
-        _write_public(env_file, f"MAXY_ACCOUNT_ID={account.id}\n")
+        write_atomic(env_file, f"MAXY_ACCOUNT_ID={account.id}\n")
         made.append(env_file)
         lines.append(
             f"account: created {account.id} for {account.owner!r} "
@@ -495,7 +476,7 @@ def run(
 
     stamp = datetime.now(UTC).isoformat(timespec="seconds")
     version = build_info()["version"]
-    _write_public(marker, f"{stamp} maxy {version}\n" + "\n".join(lines) + "\n")
+    write_atomic(marker, f"{stamp} maxy {version}\n" + "\n".join(lines) + "\n")
     say(f"done: {marker} written; later boots skip first boot")
     log.info("[firstboot] op=done marker=%s", marker)
     return True

@@ -12,18 +12,19 @@ import logging
 import os
 import signal
 import subprocess
-import sys
 import tempfile
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
-from appliance.config import Settings, SettingsError
+from appliance.core.config import Settings, SettingsError
+from appliance.core.ports import check_port_free
+from appliance.core.proc import stop_group
+from appliance.core.resources import self_command
 from appliance.graphdb.errors import Neo4jSetupError
-from appliance.graphdb.instance import Neo4jInstance, stop_process_group, wait_for_bolt
+from appliance.graphdb.instance import Neo4jInstance, wait_for_bolt
 from appliance.memory.errors import ModelMissing
-from appliance.ports import check_port_free
 
 log = logging.getLogger(__name__)
 
@@ -32,13 +33,6 @@ STOP_TIMEOUT = 30.0
 MAX_BACKOFF = 30.0
 STABLE_AFTER = 60.0
 PR_SET_PDEATHSIG = 1
-
-
-def self_command() -> list[str]:
-    """How to run this program again: the frozen binary, or this interpreter with the package."""
-    if getattr(sys, "frozen", False):
-        return [sys.executable]
-    return [sys.executable, "-m", "appliance"]
 
 
 @dataclass
@@ -86,7 +80,7 @@ class Child:
         proc = self.proc
         if proc is None or proc.poll() is not None:
             return
-        stop_process_group(proc, STOP_TIMEOUT)
+        stop_group(proc, STOP_TIMEOUT)
         log.info("[supervisor] op=stop child=%s code=%s", self.name, proc.returncode)
 
 

@@ -10,6 +10,9 @@
 # The build runs in its own virtualenv, $MAXY_CACHE_DIR/build-venv, holding only the runtime
 # dependencies of pyproject.toml and PyInstaller (the `freeze` group): nothing from `dev` or
 # `build` (pytest, playwright, numpy's converter friends, torch) can be frozen in by accident.
+# It is installed from build/freeze.lock, the whole dependency set with its hashes
+# (--require-hashes: an indirect dependency cannot change under a signed binary; `just lock`
+# remakes the file after pyproject.toml changes).
 # llama-cpp-python comes from the portable wheel in $MAXY_CACHE_DIR/wheels/<flavour>
 # (build/llama-wheel.sh): the binary runs on every CPU of its architecture, not only this one.
 #
@@ -39,19 +42,21 @@ vendor_stamp=$root/appliance/app/static/vendor/.vendor-stamp
 #    llama.cpp flags change.
 wheels=$(PYTHON=$python MAXY_CACHE_DIR=$cache "$root/build/llama-wheel.sh")
 stamp=$venv/.maxy-build-installed
-want=$(sha256sum "$root/pyproject.toml" | cut -d' ' -f1)-$("$python" -c 'import sys; print(sys.version.split()[0])')-$(sha256sum "$wheels/FLAGS" | cut -c1-12)
+lock=$root/build/freeze.lock
+want=$(cat "$root/pyproject.toml" "$lock" | sha256sum | cut -d' ' -f1)-$("$python" -c 'import sys; print(sys.version.split()[0])')-$(sha256sum "$wheels/FLAGS" | cut -c1-12)
 if [ ! -x "$venv/bin/pyinstaller" ] || [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   say "op=install-venv path=$venv"
   rm -rf "$venv"
   "$python" -m venv "$venv" || die "Could not create a virtualenv: apt-get install python3-venv"
   "$venv/bin/pip" install --quiet --upgrade pip
   requirements=$venv/requirements.txt
-  "$python" - "$root/pyproject.toml" > "$requirements" <<'PY'
-import sys, tomllib
-project = tomllib.load(open(sys.argv[1], "rb"))["project"]
-print("\n".join(project["dependencies"] + project["optional-dependencies"]["freeze"]))
+  # Every locked requirement but llama-cpp-python, which is the portable wheel built here.
+  "$python" - "$lock" > "$requirements" <<'PY'
+import re, sys
+text = open(sys.argv[1]).read().replace("\\\n", " ")
+print("\n".join(line for line in text.splitlines() if not re.match(r"llama-cpp-python==", line)))
 PY
-  "$venv/bin/pip" install --quiet --find-links "$wheels" -r "$requirements"
+  "$venv/bin/pip" install --quiet --require-hashes --no-deps -r "$requirements"
   "$venv/bin/pip" install --quiet --no-deps --force-reinstall "$wheels"/llama_cpp_python-*.whl
   echo "$want" > "$stamp"
 fi

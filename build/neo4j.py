@@ -10,11 +10,12 @@ Maven resolves ``org.neo4j:neo4j`` with strict checksum checking (``-C``); the j
 from __future__ import annotations
 
 import argparse
-import hashlib
 import shutil
 import subprocess
 import sys
 from pathlib import Path
+
+from appliance.core.fsio import sha256_file
 
 HERE = Path(__file__).resolve().parent
 
@@ -51,7 +52,7 @@ def fetch(cache_dir: Path, version: str) -> Path:
     )
     lines = []
     for jar in sorted((staging / "lib").glob("*.jar")):
-        digest = hashlib.sha256(jar.read_bytes()).hexdigest()
+        digest = sha256_file(jar)
         lines.append(f"{digest} {jar.stat().st_size} {jar.name}")
     if not any(" neo4j-" + version in line for line in lines):
         sys.exit(f"Maven did not deliver neo4j {version}; check the version exists.")

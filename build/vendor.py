@@ -27,6 +27,8 @@ import tarfile
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
+from appliance.core.fsio import sha256_file
+
 ROOT = Path(__file__).resolve().parent.parent
 MANIFEST = ROOT / "build" / "vendor.json"
 OUT = ROOT / "appliance" / "app" / "static" / "vendor"
@@ -150,7 +152,7 @@ def extract(package: Package, tarball: Path, out: Path) -> None:
 
 def vendor(manifest: Path, out: Path, cache: Path) -> bool:
     """Vendor every package; return False when the stamp says it was already done."""
-    want = hashlib.sha256(manifest.read_bytes()).hexdigest()
+    want = sha256_file(manifest)
     packages = load_manifest(manifest)
     stamp = out / STAMP
     complete = all((out / p.name / f).is_file() for p in packages for f in p.files)

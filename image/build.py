@@ -40,7 +40,8 @@ import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
-from appliance.config import SETTINGS, load_settings
+from appliance.core.config import SETTINGS, load_settings
+from appliance.core.fsio import sha256_file
 from appliance.ota.bundle import create_bundle
 from appliance.ota.errors import OtaError
 from appliance.ota.layout import BOOTCONFIG, DATA, PARTITIONS, ROOT_A, SLOTS, partuuid
@@ -50,7 +51,7 @@ from image.base import DEBIAN_ARCH, build_base
 from image.errors import BuildFailed, ImageError
 from image.overlay import CLAUDE, RootSpec
 from image.populate import Spec
-from image.tools import can_own_files, run, sha256_file, which
+from image.tools import can_own_files, run, which
 
 log = logging.getLogger(__name__)
 
@@ -122,7 +123,7 @@ def _builder_hash() -> str:
 
 
 def _image_env(model: Path, neo4j_version: str, *, claude: bool = False) -> dict[str, str]:
-    """The image's /etc/maxy/maxy.env (every name is a setting of appliance/config.py)."""
+    """The image's /etc/maxy/maxy.env (every name is a setting of appliance/core/config.py)."""
     env = {
         "MAXY_DATA_DIR": "/data",
         "MAXY_RUNTIME_DIR": "/run/maxy",
@@ -141,7 +142,9 @@ def _image_env(model: Path, neo4j_version: str, *, claude: bool = False) -> dict
     known = {setting.env for setting in SETTINGS}
     unknown = sorted(set(env) - known)
     if unknown:
-        raise BuildFailed(f"maxy.env names settings appliance/config.py does not have: {unknown}")
+        raise BuildFailed(
+            f"maxy.env names settings appliance/core/config.py does not have: {unknown}"
+        )
     return {**env, "JAVA_HOME": "/opt/maxy/java", "LANG": "C.UTF-8"}
 
 
@@ -224,7 +227,7 @@ def build(request: Request) -> Result:
         "version": request.version,
         "base": base_id,
         "binary": binary.fingerprint() if binary else None,
-        "neo4j": hashlib.sha256((neo4j_dist / "SHA256SUMS").read_bytes()).hexdigest(),
+        "neo4j": sha256_file(neo4j_dist / "SHA256SUMS"),
         "java": wheel.name,
         "model": model_sha,
         "preset": sha256_file(preset) if preset else None,

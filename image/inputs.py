@@ -47,6 +47,7 @@ from pathlib import Path
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
+from appliance.core.fsio import sha256_file
 from appliance.firstboot import FirstbootError, load_preset
 from appliance.graphdb.errors import DistributionMissing
 from appliance.graphdb.instance import verify_distribution
@@ -54,7 +55,6 @@ from appliance.graphdb.java import required_java_major
 from appliance.ota.errors import OtaError
 from appliance.ota.keys import generate_key, key_id, load_private_key, public_pem
 from image.errors import BuildFailed, InputMissing
-from image.tools import sha256_file
 
 log = logging.getLogger(__name__)
 

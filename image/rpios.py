@@ -27,8 +27,9 @@ from typing import IO, cast
 
 import zstandard
 
+from appliance.core.fsio import sha256_file
 from image.errors import InputMissing
-from image.tools import copy_out, sfdisk_read, sha256_file
+from image.tools import copy_out, sfdisk_read
 
 log = logging.getLogger(__name__)
 

@@ -7,16 +7,15 @@ tests use the same readers).
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import os
 import shutil
-import subprocess
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from appliance.core import proc
 from image.errors import BuildFailed, ToolMissing
 
 log = logging.getLogger(__name__)
@@ -104,22 +103,14 @@ def run(
     argv[0] = which(argv[0]) if "/" not in argv[0] else argv[0]
     merged = dict(os.environ, MTOOLS_SKIP_CHECK="1", PATH=SBIN_PATH)
     merged.update(env or {})
-    done = subprocess.run(
-        argv, input=input, capture_output=True, env=merged, cwd=cwd, timeout=timeout, check=False
-    )
+    try:
+        done = proc.run(argv, input=input, env=merged, cwd=cwd, timeout=timeout)
+    except proc.ToolError as err:
+        raise BuildFailed(f"{err}.") from err
     if done.returncode != 0:
-        err = done.stderr.decode(errors="replace").strip()[-3000:]
-        raise BuildFailed(f"`{' '.join(argv[:6])}…` failed (exit {done.returncode}): {err}")
-    return done.stdout
-
-
-def sha256_file(path: Path) -> str:
-    """Hex sha256 of a file."""
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
+        said = done.stderr.strip()[-3000:]
+        raise BuildFailed(f"`{' '.join(argv[:6])}…` failed (exit {done.returncode}): {said}")
+    return done.stdout_bytes
 
 
 # ---- FAT ----------------------------------------------------------------------------------

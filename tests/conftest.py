@@ -6,39 +6,27 @@ home) once, and stops it at the end. Nothing here fakes our own code.
 
 from __future__ import annotations
 
-import os
-import shutil
-import socket
 import subprocess
-import sys
-import tempfile
-import time
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
-import httpx
 import pytest
 
-from appliance.accounts import create_account
-from appliance.config import Settings, load_settings
-from appliance.graphdb.instance import Neo4jInstance, running, stop_process_group
+from appliance.core.accounts import create_account
+from appliance.core.config import load_settings
+from appliance.graphdb.instance import Neo4jInstance, running
 from appliance.memory.embedder import Embedder
-
-REPO = Path(__file__).resolve().parent.parent
-
-
-def real_claude() -> str | None:
-    """The real Claude Code CLI: `claude` on PATH, else the one the bootstrap cached."""
-    cached = Path(base_environ()["MAXY_CACHE_DIR"]) / "bin" / "claude"
-    return shutil.which("claude") or (str(cached) if os.access(cached, os.X_OK) else None)
-
-
-def free_port() -> int:
-    """A TCP port nobody listens on right now."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
+from tests.support.processes import (
+    Env,
+    Neo4jServer,
+    Process,
+    base_environ,
+    free_port,
+    maxy,
+    remove_runtime_dirs,
+    runtime_dir,
+)
 
 
 @pytest.fixture
@@ -46,27 +34,60 @@ def anyio_backend() -> str:
     return "asyncio"
 
 
-def base_environ() -> dict[str, str]:
-    """The environment of this process without any MAXY_* setting."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("MAXY_")}
-    env["MAXY_CACHE_DIR"] = os.environ.get(
-        "MAXY_CACHE_DIR", str(Path("~/.cache/maxy").expanduser())
-    )
-    return env
+# Fixtures that start whole processes: a Neo4j server, `maxy` roles, the session manager, the
+# edge's stack, a frozen binary or a card image. A test that uses one, directly or through
+# another fixture, is `slow`, so `-m 'not slow'` leaves out every test that starts one.
+PROCESS_FIXTURES = frozenset(
+    {
+        "neo4j_server",
+        "start_maxy",
+        "start_manager",
+        "shared_manager",
+        "maxy_stack",
+        "stack",
+        "edge",
+        "binary",
+        "card",
+        "x86_card",
+        "arm64_card",
+        "device",
+        "releases",
+    }
+)
+# A test module that starts processes in its own code (a browser, a `maxy` command).
+PROCESS_CALLS = ("chromium(", "Process(", "subprocess.run(", "subprocess.Popen(", "maxy(")
 
 
-@dataclass
-class Neo4jServer:
-    """The session's Neo4j."""
+@pytest.fixture(autouse=True)
+def _no_process_outside_slow_tests(
+    request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[None]:
+    """Keep the marker true: a test not marked slow that starts a process fails, naming it."""
+    if request.node.get_closest_marker("slow") is not None:
+        yield
+        return
+    started: list[str] = []
+    real_init = subprocess.Popen.__init__
 
-    uri: str
-    password_file: Path
-    instance: Neo4jInstance
-    proc: subprocess.Popen[bytes]
+    def init(self: subprocess.Popen[Any], args: Any, *rest: Any, **kwargs: Any) -> None:
+        started.append(str(args))
+        real_init(self, args, *rest, **kwargs)
 
-    @property
-    def password(self) -> str:
-        return self.password_file.read_text().strip()
+    monkeypatch.setattr(subprocess.Popen, "__init__", init)
+    yield
+    assert not started, f"this test starts processes {started}: add it to tests/conftest.py's slow"
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark every test that starts a whole process as slow (see PROCESS_FIXTURES)."""
+    starts: dict[Path, bool] = {}
+    for item in items:
+        path = Path(str(item.fspath))
+        if path not in starts:
+            source = path.read_text(encoding="utf-8") if path.is_file() else ""
+            starts[path] = any(call in source for call in PROCESS_CALLS)
+        if starts[path] or PROCESS_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.slow)
 
 
 @pytest.fixture(scope="session")
@@ -103,24 +124,12 @@ def embedder(model_path: Path) -> Iterator[Embedder]:
     model.close()
 
 
-@dataclass
-class Env:
-    """A complete settings environment for `maxy` child processes."""
-
-    vars: dict[str, str]
-    account_id: str
-
-    @property
-    def settings(self) -> Settings:
-        return load_settings(self.vars)
-
-
 @pytest.fixture
 def maxy_env(neo4j_server: Neo4jServer, tmp_path: Path) -> Env:
     """Settings for a `maxy` process using the session Neo4j, with one account on disk."""
     data = tmp_path / "data"
     # Unix socket paths are short (107 bytes): keep the runtime dir near the root.
-    runtime = Path(tempfile.mkdtemp(prefix="maxy-run-", dir="/tmp"))
+    runtime = runtime_dir()
     account = create_account(data / "accounts", "Test Owner")
     env = base_environ()
     env.update(
@@ -133,41 +142,6 @@ def maxy_env(neo4j_server: Neo4jServer, tmp_path: Path) -> Env:
         MAXY_PORT=str(free_port()),
     )
     return Env(env, account.id)
-
-
-def maxy(*args: str) -> list[str]:
-    """Command line of the `maxy` program from this source tree."""
-    return [sys.executable, "-m", "appliance", *args]
-
-
-class Process:
-    """A `maxy` child process that is always stopped at the end of its test."""
-
-    def __init__(self, args: list[str], env: dict[str, str], log: Path) -> None:
-        self.log = log
-        self._out = log.open("wb")
-        self.proc = subprocess.Popen(
-            args, env=env, stdout=self._out, stderr=subprocess.STDOUT, start_new_session=True
-        )
-
-    def output(self) -> str:
-        return self.log.read_text(errors="replace")
-
-    def stop(self, timeout: float = 60.0) -> int:
-        stop_process_group(self.proc, timeout)
-        self._out.close()
-        return self.proc.returncode
-
-
-def wait_until(predicate: object, timeout: float, what: str, interval: float = 0.1) -> None:
-    """Poll ``predicate`` until true; fail with ``what`` after ``timeout`` seconds."""
-    assert callable(predicate)
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        time.sleep(interval)
-    pytest.fail(f"timed out after {timeout:.0f} s waiting for {what}")
 
 
 @pytest.fixture
@@ -186,9 +160,6 @@ def start_maxy(tmp_path: Path) -> Iterator[object]:
         process.stop()
 
 
-def get_health(port: int) -> httpx.Response | None:
-    """GET /healthz, or None if nothing answers."""
-    try:
-        return httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=6.0)
-    except httpx.TransportError:
-        return None
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """Remove the runtime folders the tests made under /tmp."""
+    remove_runtime_dirs()

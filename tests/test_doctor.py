@@ -6,7 +6,7 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-from tests.conftest import Env, base_environ, get_health, maxy, wait_until
+from tests.support.processes import Env, base_environ, get_health, maxy, wait_until
 
 
 def doctor(env: dict[str, str]) -> subprocess.CompletedProcess[str]:

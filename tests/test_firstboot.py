@@ -21,8 +21,8 @@ from typing import Any
 
 import pytest
 
-from appliance.accounts import create_account, list_accounts, validate_account_id
-from appliance.config import load_settings
+from appliance.core.accounts import create_account, list_accounts, validate_account_id
+from appliance.core.config import load_settings
 from appliance.firstboot import (
     Grown,
     Target,
@@ -31,7 +31,7 @@ from appliance.firstboot import (
     mount_of,
     parse_mountinfo,
 )
-from tests.conftest import base_environ, maxy
+from tests.support.processes import base_environ, maxy
 
 ROOT = os.geteuid() == 0
 SBIN = os.environ.get("PATH", "/usr/bin:/bin") + ":/usr/sbin:/sbin"

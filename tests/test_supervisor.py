@@ -5,14 +5,13 @@ from __future__ import annotations
 
 import os
 import signal
-import tempfile
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from appliance.accounts import create_account
-from tests.conftest import base_environ, free_port, get_health, wait_until
+from appliance.core.accounts import create_account
+from tests.support.processes import base_environ, free_port, get_health, runtime_dir, wait_until
 
 pytestmark = pytest.mark.slow
 
@@ -44,7 +43,7 @@ def test_killed_neo4j_is_reported_then_restarted(tmp_path: Path, start_maxy: Any
     env = base_environ()
     env.update(
         MAXY_DATA_DIR=str(data),
-        MAXY_RUNTIME_DIR=tempfile.mkdtemp(prefix="maxy-run-", dir="/tmp"),
+        MAXY_RUNTIME_DIR=str(runtime_dir("maxy-run-")),
         MAXY_ACCOUNT_ID=account.id,
         MAXY_HOST="127.0.0.1",
         MAXY_PORT=str(port),

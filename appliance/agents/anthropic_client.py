@@ -14,6 +14,7 @@ SDK exceptions become :mod:`appliance.agents.errors` here, and only here.
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 from collections.abc import AsyncIterator, Iterable
 
@@ -28,8 +29,8 @@ from appliance.agents.errors import (
     MalformedReply,
     NoApiKey,
 )
-from appliance.config import Settings
-from appliance.web.keyfiles import read_private
+from appliance.core.config import Settings
+from appliance.core.fsio import read_secret
 
 log = logging.getLogger(__name__)
 
@@ -41,7 +42,7 @@ CHECK_TIMEOUT = 10.0
 
 def read_api_key(settings: Settings) -> str | None:
     """The Anthropic API key from its file, or None when there is none."""
-    return read_private(settings.anthropic_api_key_path)
+    return read_secret(settings.anthropic_api_key_path)
 
 
 def _translate(err: Exception) -> AnthropicError:
@@ -55,8 +56,9 @@ def _translate(err: Exception) -> AnthropicError:
     return MalformedReply(f"The Anthropic API's answer could not be read ({err}).")
 
 
-# Everything the SDK raises for a bad answer; ValueError covers JSON decoding of a broken body.
-_SDK_ERRORS = (anthropic.AnthropicError, ValueError, KeyError, TypeError)
+# What the SDK raises for a failed call, and the decoding error of a body that is not JSON.
+# Nothing else is translated: a KeyError or TypeError here is a bug, logged with its traceback.
+_SDK_ERRORS = (anthropic.AnthropicError, json.JSONDecodeError)
 
 
 async def check_key(settings: Settings, key: str) -> None:
@@ -127,6 +129,9 @@ class AnthropicClient:
             raise AnthropicTimeout("The Anthropic API did not answer in time.") from err
         except _SDK_ERRORS as err:
             raise _translate(err) from err
+        except Exception:
+            log.exception("[anthropic] op=complete error=internal model=%s", model)
+            raise
 
     async def stream_text(
         self,
@@ -154,6 +159,9 @@ class AnthropicClient:
                         yield event.delta.text
         except _SDK_ERRORS as err:
             raise _translate(err) from err
+        except Exception:
+            log.exception("[anthropic] op=stream error=internal model=%s", model)
+            raise
 
     async def aclose(self) -> None:
         """Close the SDK's connection pool."""

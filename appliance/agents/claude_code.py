@@ -32,13 +32,13 @@ from typing import Any, Literal
 
 import httpx
 
-from appliance.accounts import Account
 from appliance.agents.anthropic_client import AnthropicClient, read_api_key
 from appliance.agents.errors import SessionFailed
 from appliance.agents.gateway import Screening
 from appliance.agents.public_agent import HISTORY_MESSAGES, PublicAgent, Turn
-from appliance.config import Settings
-from appliance.web.keyfiles import read_private
+from appliance.core.accounts import Account
+from appliance.core.config import Settings
+from appliance.core.fsio import read_secret
 
 log = logging.getLogger(__name__)
 
@@ -64,7 +64,7 @@ VISITOR_PATHS: dict[str, str] = {
 
 def claude_connected(settings: Settings) -> bool:
     """True when Connect Claude stored a token (the file the manager reads at each spawn)."""
-    return read_private(settings.claude_token_path) is not None
+    return read_secret(settings.claude_token_path) is not None
 
 
 def visitor_path(settings: Settings) -> VisitorPath:

@@ -29,16 +29,15 @@ import argparse
 import asyncio
 import logging
 import re
-import sys
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from appliance.agents import store
-from appliance.agents.errors import AgentStoreError
-from appliance.config import Settings
-from appliance.memory.guards import Caller
+from appliance.core.config import Settings
+from appliance.core.fsio import write_atomic
+from appliance.core.identity import Caller
 from appliance.rpc.client import RpcClient
 
 log = logging.getLogger(__name__)
@@ -223,7 +222,7 @@ async def regenerate(
         truncated=bool(answer.get("truncated")),
     )
     path = folder / KNOWLEDGE_FILE
-    store.write_atomically(path, rendered.text)
+    write_atomic(path, rendered.text)
     log.info(
         "[agents] op=knowledge agent=%s tagged=%d subscribed=%d entries=%d omitted=%d chars=%d",
         folder.name,
@@ -249,11 +248,7 @@ def cmd_knowledge(settings: Settings, args: argparse.Namespace) -> int:
     account_id = settings.require_account_id()
     agents_dir = store.agents_dir_of(settings.accounts_dir, account_id)
     engine = RpcClient(settings.engine_socket, timeout=CALL_TIMEOUT)
-    try:
-        done = asyncio.run(regenerate(engine, account_id, agents_dir, args.slug))
-    except AgentStoreError as err:
-        print(f"[agents] FATAL {err}", file=sys.stderr)
-        return 1
+    done = asyncio.run(regenerate(engine, account_id, agents_dir, args.slug))
     print(
         f"wrote {done.path} ({done.chars:,} characters): {done.tagged} tagged, "
         f"{done.subscribed} from keyword subscriptions"

@@ -25,10 +25,10 @@ from pathlib import Path
 
 from anthropic.types import MessageParam
 
-from appliance.accounts import Account
 from appliance.agents.anthropic_client import AnthropicClient
 from appliance.agents.errors import AgentConfigError
 from appliance.agents.gateway import Screening
+from appliance.core.accounts import Account
 
 log = logging.getLogger(__name__)
 

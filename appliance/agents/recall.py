@@ -32,8 +32,8 @@ from appliance.agents.anthropic_client import AnthropicClient
 from appliance.agents.knowledge import defuse, text_of, title_of
 from appliance.agents.public_agent import Turn
 from appliance.agents.retrieval import classify
-from appliance.config import Settings
-from appliance.memory.guards import Caller
+from appliance.core.config import Settings
+from appliance.core.identity import Caller
 from appliance.rpc.client import RpcClient
 from appliance.rpc.protocol import RpcError
 

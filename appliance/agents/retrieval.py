@@ -30,7 +30,7 @@ from typing import Any, Literal, TypedDict
 from appliance.agents.anthropic_client import AnthropicClient
 from appliance.agents.errors import AnthropicError, AnthropicTimeout, MalformedReply
 from appliance.agents.public_agent import Turn
-from appliance.config import Settings
+from appliance.core.config import Settings
 
 log = logging.getLogger(__name__)
 

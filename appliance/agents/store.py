@@ -34,8 +34,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from appliance.accounts import ACCOUNT_FILE, Account
 from appliance.agents.errors import AgentConflict, InvalidAgentInput, NoSuchAgent
+from appliance.core.accounts import ACCOUNT_FILE, Account
+from appliance.core.fsio import fsync_dir, write_atomic
 
 log = logging.getLogger(__name__)
 
@@ -151,30 +152,6 @@ def check_changes(data: Mapping[str, Any]) -> dict[str, Any]:
     if "keywordSubscriptions" in data:
         changes["keywordSubscriptions"] = check_subscriptions(data["keywordSubscriptions"])
     return changes
-
-
-def write_atomically(path: Path, text: str) -> None:
-    """Replace ``path`` with ``text`` in one step: a flushed temporary file renamed over it."""
-    tmp = path.with_name(f".{path.name}.{secrets.token_hex(4)}.tmp")
-    try:
-        with tmp.open("w", encoding="utf-8") as out:
-            out.write(text)
-            out.flush()
-            os.fsync(out.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-    _sync_folder(path.parent)
-
-
-def _sync_folder(folder: Path) -> None:
-    """Make a rename in ``folder`` durable (a power cut must not undo it)."""
-    fd = os.open(folder, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def read_config(folder: Path) -> dict[str, Any]:
@@ -305,13 +282,13 @@ def create(agents_dir: Path, slug: object, data: Mapping[str, Any]) -> str:
     staging.mkdir()
     try:
         for key, filename in FILES.items():
-            write_atomically(staging / filename, changes.get(key, ""))
+            write_atomic(staging / filename, changes.get(key, ""))
         config = {
             "displayName": changes.get("displayName") or folder.name,
             "description": changes.get("description", ""),
             "keywordSubscriptions": changes.get("keywordSubscriptions", []),
         }
-        write_atomically(staging / CONFIG_FILE, _config_text(config))
+        write_atomic(staging / CONFIG_FILE, _config_text(config))
         try:
             # rename(2) would replace an empty folder that appeared meanwhile: refuse that too.
             if folder.exists():
@@ -322,7 +299,7 @@ def create(agents_dir: Path, slug: object, data: Mapping[str, Any]) -> str:
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
-    _sync_folder(agents_dir)
+    fsync_dir(agents_dir)
     log.info("[agents] op=create agent=%s", folder.name)
     return folder.name
 
@@ -340,7 +317,7 @@ def update(agents_dir: Path, slug: object, data: Mapping[str, Any]) -> list[str]
     if config is not None:
         writes.append((folder / CONFIG_FILE, _config_text(config)))
     for path, text in writes:
-        write_atomically(path, text)
+        write_atomic(path, text)
     changed = sorted(changes)
     log.info("[agents] op=update agent=%s fields=%s", folder.name, ",".join(changed) or "-")
     return changed
@@ -370,7 +347,7 @@ def set_default(accounts_dir: Path, account: Account, agents_dir: Path, slug: ob
     if not isinstance(data, dict) or data.get("id") != account.id:
         raise InvalidAgentInput(f"The account file {path} is not this account's.")
     data["defaultAgent"] = folder.name
-    write_atomically(path, json.dumps(data, indent=2) + "\n")
+    write_atomic(path, json.dumps(data, indent=2) + "\n")
     log.info("[agents] op=set-default agent=%s", folder.name)
     return Account.from_json(data)
 

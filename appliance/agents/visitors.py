@@ -19,7 +19,7 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 
 from appliance.agents.public_agent import Turn
-from appliance.memory.guards import Caller
+from appliance.core.identity import Caller
 from appliance.rpc.client import RpcClient
 from appliance.rpc.protocol import RpcError
 

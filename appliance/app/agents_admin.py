@@ -36,11 +36,16 @@ from appliance.agents.errors import AgentStoreError
 from appliance.app import pages
 from appliance.app.auth import require_lan
 from appliance.app.context import AppContext
-from appliance.rpc.protocol import ProtocolError, RemoteError, RpcUnavailable
+from appliance.rpc.protocol import RemoteError, RpcError
 from appliance.web.bodies import json_object
-from appliance.web.errors import ApiError
+from appliance.web.errors import ApiError, engine_error
 
 log = logging.getLogger(__name__)
+
+KNOWLEDGE_UNAVAILABLE = (
+    "The memory engine is not answering, so the knowledge was not regenerated (the agent keeps "
+    "its current KNOWLEDGE.md). Start Maxy with `maxy run` and try again."
+)
 
 MAX_BODY_BYTES = 256 * 1024  # two files of MAX_FILE_CHARS, even in four-byte characters
 KNOWLEDGE_TIMEOUT = 120.0
@@ -157,20 +162,10 @@ def routes(ctx: AppContext) -> list[BaseRoute]:
             )
         except AgentStoreError as err:
             raise _api_error(err) from err
-        except (RpcUnavailable, TimeoutError) as err:
-            log.warning("[agents] op=knowledge agent=%s error=engine-unavailable", slug)
-            raise ApiError(
-                503,
-                "engine-unavailable",
-                "The memory engine is not answering, so the knowledge was not regenerated "
-                "(the agent keeps its current KNOWLEDGE.md). Start Maxy with `maxy run` and "
-                "try again.",
-            ) from err
-        except RemoteError as err:
-            log.warning("[agents] op=knowledge agent=%s error=%s", slug, err.code)
-            raise ApiError(502, err.code, f"The memory engine refused: {err}") from err
-        except ProtocolError as err:
-            raise ApiError(502, "engine-error", f"The engine sent a broken answer: {err}") from err
+        except (RpcError, TimeoutError) as err:
+            code = err.code if isinstance(err, RemoteError) else "engine-unavailable"
+            log.warning("[agents] op=knowledge agent=%s error=%s", slug, code)
+            raise engine_error(err, KNOWLEDGE_UNAVAILABLE) from err
         return {"knowledge": done.to_json(), "agent": await run(record, slug)}
 
     prefix = "/api/admin/agents"

@@ -50,7 +50,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from appliance.agents.claude_code import claude_connected
 from appliance.app.context import AppContext
-from appliance.config import Settings
+from appliance.core.config import Settings
 from appliance.web import cookies, csrf
 from appliance.web.bodies import json_object
 from appliance.web.client import Client, client_of

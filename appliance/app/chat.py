@@ -24,17 +24,9 @@ One log line per message: ``[public-chat] op=message agent=… outcome=… chars
 
 from __future__ import annotations
 
-import base64
-import hashlib
-import hmac
-import json
 import logging
-import math
 import secrets
-import time
-from collections import OrderedDict, deque
 from collections.abc import AsyncIterator
-from typing import Any
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
@@ -51,12 +43,14 @@ from appliance.agents.visitors import Conversation, Visitors
 from appliance.app import public
 from appliance.app.context import AppContext
 from appliance.app.public import MAX_MESSAGE_CHARS
-from appliance.memory.guards import Caller
-from appliance.web import csrf
+from appliance.core.identity import Caller
+from appliance.web import csrf, signing
 from appliance.web.bodies import json_body
 from appliance.web.client import client_of
 from appliance.web.cookies import load_key
 from appliance.web.errors import ApiError
+from appliance.web.sse import frame
+from appliance.web.throttle import WindowLimiter
 
 log = logging.getLogger(__name__)
 
@@ -71,8 +65,7 @@ _MAC_DOMAIN = b"maxy-visitor-v1\x00"
 
 
 def _mac(key: bytes, visitor: str) -> str:
-    digest = hmac.new(key, _MAC_DOMAIN + visitor.encode(), hashlib.sha256).digest()
-    return base64.urlsafe_b64encode(digest).rstrip(b"=").decode()
+    return signing.b64(signing.mac(key, _MAC_DOMAIN, visitor.encode()))
 
 
 def sign_visitor(key: bytes, visitor: str) -> str:
@@ -87,35 +80,7 @@ def verify_visitor(key: bytes, value: str | None) -> str | None:
     visitor, mac = value.split(".")
     if not visitor.replace("-", "").replace("_", "").isalnum():
         return None
-    return visitor if hmac.compare_digest(mac, _mac(key, visitor)) else None
-
-
-class RateLimiter:
-    """At most ``limit`` events per address in a sliding window of ``window`` seconds."""
-
-    def __init__(self, limit: int, window: float) -> None:
-        self.limit = limit
-        self.window = window
-        self._events: OrderedDict[str, deque[float]] = OrderedDict()
-
-    def retry_after(self, address: str, now: float | None = None) -> int:
-        """0 and count the event when allowed, else the seconds until the next is allowed."""
-        moment = time.monotonic() if now is None else now
-        events = self._events.setdefault(address, deque())
-        self._events.move_to_end(address)
-        while events and events[0] <= moment - self.window:
-            events.popleft()
-        if len(events) >= self.limit:
-            return max(1, math.ceil(events[0] + self.window - moment))
-        events.append(moment)
-        while len(self._events) > MAX_TRACKED_ADDRESSES:
-            self._events.popitem(last=False)
-        return 0
-
-
-def sse(event: str, data: dict[str, Any]) -> bytes:
-    """One server-sent event."""
-    return f"event: {event}\ndata: {json.dumps(data, ensure_ascii=False)}\n\n".encode()
+    return visitor if signing.same(mac, _mac(key, visitor)) else None
 
 
 async def _message_text(request: Request) -> str:
@@ -145,7 +110,7 @@ def routes(ctx: AppContext) -> list[BaseRoute]:
     client = AnthropicClient(settings)
     gateway = Gateway(client, settings.gateway_model, settings.gateway_timeout)
     visitors = Visitors(ctx.engine, ctx.account.id)
-    limiter = RateLimiter(RATE_LIMIT, RATE_WINDOW_S)
+    limiter = WindowLimiter(RATE_LIMIT, RATE_WINDOW_S, MAX_TRACKED_ADDRESSES)
     key = load_key(settings.cookie_key_path)
 
     def agent_of(request: Request) -> PublicAgent:
@@ -221,8 +186,8 @@ def routes(ctx: AppContext) -> list[BaseRoute]:
             screening = await gateway.screen(text, "public")
             if screening.refuse("public"):
                 _log(agent, "refused", text)
-                yield sse("refusal", {"text": REFUSAL})
-                yield sse("done", {"persisted": False})
+                yield frame("refusal", {"text": REFUSAL})
+                yield frame("done", {"persisted": False})
                 return
             caller = Caller(
                 ctx.account.id,
@@ -238,23 +203,23 @@ def routes(ctx: AppContext) -> list[BaseRoute]:
                     list(conversation.turns), text, screening, found.block
                 ):
                     pieces.append(delta)
-                    yield sse("delta", {"text": delta})
+                    yield frame("delta", {"text": delta})
             except AgentConfigError as err:
                 log.error("[public-chat] op=reply error=agent-config agent=%s: %s", agent.slug, err)
-                yield sse("error", {"message": UNAVAILABLE})
+                yield frame("error", {"message": UNAVAILABLE})
                 return
             except AnthropicError as err:
                 _log(agent, f"degraded-{err.reason}", text)
-                yield sse("error", {"message": UNAVAILABLE})
+                yield frame("error", {"message": UNAVAILABLE})
                 return
             reply = "".join(pieces)
             if not reply.strip():
                 _log(agent, "empty-reply", text)
-                yield sse("error", {"message": UNAVAILABLE})
+                yield frame("error", {"message": UNAVAILABLE})
                 return
             persisted = await visitors.add_exchange(conversation, text, reply)
             _log(agent, "answered", text)
-            yield sse("done", {"persisted": persisted})
+            yield frame("done", {"persisted": persisted})
 
     def _log(agent: PublicAgent, outcome: str, text: str) -> None:
         log.info(

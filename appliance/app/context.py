@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from appliance.accounts import Account
-from appliance.config import Settings
+from appliance.core.accounts import Account
+from appliance.core.config import Settings
 from appliance.rpc.client import RpcClient
 
 

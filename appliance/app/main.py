@@ -16,11 +16,11 @@ import logging
 from starlette.applications import Starlette
 from starlette.routing import BaseRoute
 
-from appliance.accounts import validate_account_id
 from appliance.app import agents_admin, auth, chat, pages, public, sessions, sites, updates
 from appliance.app import settings as settings_page
 from appliance.app.context import AppContext
-from appliance.config import Settings, load_settings
+from appliance.core.accounts import validate_account_id
+from appliance.core.config import Settings, load_settings
 from appliance.rpc.client import RpcClient
 
 log = logging.getLogger(__name__)

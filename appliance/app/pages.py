@@ -37,10 +37,10 @@ from starlette.types import Scope
 from appliance.agents.claude_code import VISITOR_PATHS, claude_connected, visitor_path
 from appliance.app.auth import csrf_of
 from appliance.app.context import AppContext
-from appliance.memory.guards import Caller
-from appliance.rpc.protocol import ProtocolError, RemoteError, RpcUnavailable
+from appliance.core.identity import Caller
+from appliance.rpc.protocol import RemoteError, RpcError
 from appliance.tunnel.state import tunnel_health
-from appliance.web.errors import ApiError
+from appliance.web.errors import ApiError, engine_error
 
 log = logging.getLogger(__name__)
 
@@ -172,20 +172,10 @@ async def call_engine(ctx: AppContext, method: str, params: Mapping[str, Any]) -
     """Call the engine as the admin; translate failures into :class:`ApiError` once, here."""
     try:
         return await ctx.engine.call(method, {**params, "caller": admin_caller(ctx)})
-    except RpcUnavailable as err:
-        log.warning("[pages] op=engine-call method=%s error=unavailable detail=%s", method, err)
-        raise ApiError(
-            503,
-            "engine-unavailable",
-            f"The memory engine is not answering ({err}). Start Maxy with `maxy run` "
-            "(or the engine alone with `maxy engine`), then try again.",
-        ) from err
-    except RemoteError as err:
-        log.warning("[pages] op=engine-call method=%s error=%s", method, err.code)
-        status = 400 if err.code in {"bad-request", "write-rejected"} else 503
-        raise ApiError(status, err.code, str(err)) from err
-    except ProtocolError as err:
-        raise ApiError(502, "engine-error", f"The engine sent a broken answer: {err}") from err
+    except RpcError as err:
+        code = err.code if isinstance(err, RemoteError) else type(err).__name__
+        log.warning("[pages] op=engine-call method=%s error=%s detail=%s", method, code, err)
+        raise engine_error(err) from err
 
 
 def json_api(

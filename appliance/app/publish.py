@@ -13,11 +13,10 @@ import argparse
 import logging
 import re
 import shutil
-import sys
 from pathlib import Path
 from typing import Any
 
-from appliance.config import Settings
+from appliance.core.config import Settings
 from appliance.tunnel.resolver import resolve_public_hostname
 
 log = logging.getLogger(__name__)
@@ -77,11 +76,7 @@ def _skip_links(folder: str, names: list[str]) -> list[str]:
 def cmd_publish(settings: Settings, args: argparse.Namespace) -> int:
     """``maxy sites publish FOLDER [--name NAME]``."""
     source = Path(args.folder)
-    try:
-        done = publish(settings, source, args.name or source.resolve().name.lower())
-    except PublishError as err:
-        print(f"[sites] FATAL {err}", file=sys.stderr)
-        return 1
+    done = publish(settings, source, args.name or source.resolve().name.lower())
     print(f"published {done['files']} files as {done['name']}")
     print(f"  on the LAN: {done['urls']['lan']}")
     if done["urls"]["public"]:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from appliance.config import Settings
+from appliance.core.config import Settings
 from appliance.web.unix_server import serve_unix
 
 

@@ -38,7 +38,7 @@ from starlette.routing import BaseRoute, Route, WebSocketRoute
 from starlette.types import Receive, Scope, Send
 
 from appliance.app.context import AppContext
-from appliance.logs import kv
+from appliance.core.logs import kv
 from appliance.web import wsrelay
 from appliance.web.errors import error_response
 from appliance.web.upstream import ClientGone, Headers, Upstream, UpstreamUnavailable, target

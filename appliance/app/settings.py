@@ -37,10 +37,10 @@ from appliance.agents.errors import AnthropicError, AnthropicStatus
 from appliance.app.auth import session_of
 from appliance.app.context import AppContext
 from appliance.app.pages import SECTIONS, json_api, render
+from appliance.core.fsio import write_secret
 from appliance.web.bodies import json_object
 from appliance.web.credentials import Credentials
 from appliance.web.errors import ApiError
-from appliance.web.keyfiles import write_private
 
 log = logging.getLogger(__name__)
 
@@ -136,7 +136,7 @@ def routes(ctx: AppContext) -> list[BaseRoute]:
         except AnthropicError as err:
             log.info("[settings] op=api-key-check outcome=refused reason=%s", err.reason)
             raise refused(err) from err
-        await run_in_threadpool(write_private, key_path, (key + "\n").encode())
+        await run_in_threadpool(write_secret, key_path, (key + "\n").encode())
         log.info("[settings] op=api-key-set path=%s", key_path)
         return status(request)
 

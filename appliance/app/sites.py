@@ -37,7 +37,7 @@ from starlette.routing import BaseRoute, Match, NoMatchFound, request_response
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from appliance.app.context import AppContext
-from appliance.logs import kv
+from appliance.core.logs import kv
 from appliance.web.errors import error_response
 
 log = logging.getLogger(__name__)

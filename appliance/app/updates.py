@@ -40,16 +40,16 @@ from starlette.types import ASGIApp
 from appliance.app.auth import require_lan, session_of
 from appliance.app.context import AppContext
 from appliance.app.pages import SECTIONS, brand_of, json_api, render
-from appliance.logs import kv
+from appliance.core.logs import kv
+from appliance.core.version import build_info
 from appliance.ota import offers as ota_offers
 from appliance.ota.device import ota_dir
 from appliance.ota.offers import Offer, RequestRefused, UpdatePaths
 from appliance.ota.state import STATE_FILE
 from appliance.ota.versions import InvalidVersion, Version
-from appliance.sessions.feed import EventStream, frame
-from appliance.version import build_info
 from appliance.web.bodies import json_object
 from appliance.web.errors import ApiError
+from appliance.web.sse import EventStream, frame
 
 log = logging.getLogger(__name__)
 
@@ -185,7 +185,7 @@ async def follow_progress(
                 info = os.fstat(handle.fileno())
                 if inode != info.st_ino or info.st_size < offset:
                     if inode is not None:
-                        yield frame("reset", f"{info.st_ino}:0", {})
+                        yield frame("reset", {}, f"{info.st_ino}:0")
                     inode, offset, pending = info.st_ino, 0, b""
                 handle.seek(offset + len(pending))
                 pending += handle.read(1024 * 1024)
@@ -199,7 +199,7 @@ async def follow_progress(
             except ValueError:
                 continue
             if isinstance(line, dict) and len(raw) <= MAX_LINE_BYTES:
-                yield frame("progress", f"{inode}:{offset}", line)
+                yield frame("progress", line, f"{inode}:{offset}")
                 sent = True
         if len(pending) > MAX_LINE_BYTES:  # a runaway line: skip what is there
             offset += len(pending)

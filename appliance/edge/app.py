@@ -21,22 +21,23 @@ from starlette.responses import JSONResponse
 from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from appliance.accounts import AccountError, validate_account_id
-from appliance.config import Settings, load_settings
+from appliance.core.accounts import AccountError, validate_account_id
+from appliance.core.config import Settings, load_settings
+from appliance.core.version import build_info
 from appliance.edge.network import Classification, Policy, classify
 from appliance.edge.proxy import Proxy
 from appliance.edge.websocket import deny
 from appliance.rpc.client import RpcClient
 from appliance.rpc.protocol import RpcError
 from appliance.tunnel.state import HostnameRoles, tunnel_health
-from appliance.version import build_info
+from appliance.web.errors import error_body
 
 log = logging.getLogger(__name__)
 
 HEALTH_TIMEOUT = 4.0
 HEALTH_PATH = "/healthz"
 VERSION_PATH = "/api/admin/version"
-NOT_FOUND = b'{"code":"not-found","message":"Nothing is served at this address."}'
+NOT_FOUND = error_body("not-found", "Nothing is served at this address.")
 
 
 async def _engine_health(client: RpcClient) -> dict[str, Any]:

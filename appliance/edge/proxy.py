@@ -16,11 +16,11 @@ from pathlib import Path
 
 from starlette.types import Receive, Scope, Send
 
+from appliance.core.logs import kv
 from appliance.edge import restarting
 from appliance.edge.headers import upstream_headers
 from appliance.edge.network import Classification
 from appliance.edge.websocket import checked_host
-from appliance.logs import kv
 from appliance.web import wsrelay
 from appliance.web.upstream import ClientGone, Upstream, UpstreamUnavailable, target
 

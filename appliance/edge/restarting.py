@@ -8,16 +8,14 @@ itself. Open event streams get :data:`SSE_EVENT` before the edge ends them.
 from __future__ import annotations
 
 import html
-import json
+
+from appliance.web.errors import error_body
+from appliance.web.sse import frame
 
 RETRY_AFTER_S = 2
 CODE = "app-restarting"
 MESSAGE = "Server is restarting — reconnect will happen automatically."
-SSE_EVENT = (
-    "event: restarting\ndata: "
-    + json.dumps({"retryMs": RETRY_AFTER_S * 1000}, separators=(",", ":"))
-    + "\n\n"
-).encode()
+SSE_EVENT = frame("restarting", {"retryMs": RETRY_AFTER_S * 1000})
 
 _PAGE = """<!doctype html>
 <html lang="en">
@@ -63,7 +61,7 @@ def wants_json(method: str, path: str, accept: str) -> bool:
 
 def json_body() -> bytes:
     """The JSON answer for API calls."""
-    return json.dumps({"code": CODE, "message": MESSAGE}, ensure_ascii=False).encode()
+    return error_body(CODE, MESSAGE)
 
 
 def page(brand: str) -> bytes:

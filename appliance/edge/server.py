@@ -5,11 +5,11 @@ from __future__ import annotations
 import logging
 import os
 
-from appliance.config import Settings, SettingsError
+from appliance.core.config import Settings, SettingsError
+from appliance.core.ports import check_port_free
+from appliance.core.systemd import Notifier, http_probe, loopback, watch_granian
 from appliance.edge.app import VERSION_PATH
 from appliance.edge.network import Policy
-from appliance.ports import check_port_free
-from appliance.systemd import Notifier, http_probe, loopback, watch_granian
 
 log = logging.getLogger(__name__)
 
@@ -22,7 +22,7 @@ def serve(settings: Settings) -> None:
 
     Under systemd the main process reports READY once the edge answers
     ``/api/admin/version`` (its own route: no engine or app needed) and feeds the watchdog while
-    it keeps answering (see :mod:`appliance.systemd`).
+    it keeps answering (see :mod:`appliance.core.systemd`).
     """
     from granian import Granian
     from granian.constants import Interfaces

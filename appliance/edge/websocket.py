@@ -12,8 +12,8 @@ import re
 
 from starlette.types import Scope, Send
 
+from appliance.core.logs import kv
 from appliance.edge.network import same_origin
-from appliance.logs import kv
 from appliance.web.wsrelay import deny as deny
 
 log = logging.getLogger(__name__)

@@ -13,11 +13,9 @@ The jars live in the cache (``<cache_dir>/neo4j/<version>/lib``), checked agains
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import os
 import secrets
-import signal
 import subprocess
 import time
 from collections.abc import Callable, Iterator, Mapping
@@ -26,7 +24,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from appliance.config import Settings
+from appliance.core.config import Settings
+from appliance.core.fsio import sha256_file, write_secret
+from appliance.core.proc import (
+    ToolError,
+    escalate,
+    pid_alive,
+    poll_until,
+    run,
+    signal_process,
+    stop_group,
+)
 from appliance.graphdb.errors import DistributionMissing, PasswordMismatch, StartFailed
 from appliance.graphdb.java import JavaRuntime, find_java, required_java_major
 
@@ -61,7 +69,7 @@ def verify_distribution(dist: Path, *, full: bool = False) -> int:
             raise DistributionMissing(
                 f"Neo4j jar {jar} is missing or truncated. Delete {dist} and run `just bootstrap`."
             )
-        if full and hashlib.sha256(jar.read_bytes()).hexdigest() != digest:
+        if full and sha256_file(jar) != digest:
             raise DistributionMissing(
                 f"Neo4j jar {jar} fails its checksum. Delete {dist} and run `just bootstrap`."
             )
@@ -73,13 +81,11 @@ def ensure_password(path: Path) -> str:
     """Return the Neo4j password, generating and storing one (mode 0600) on first use."""
     if path.is_file():
         return path.read_text().strip()
-    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     # Hex, never URL-safe base64: a password starting with "-" reads as an option to
     # neo4j-admin's `set-initial-password` (exit 64), one start in 64.
     password = secrets.token_hex(24)
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    with os.fdopen(fd, "w") as handle:
-        handle.write(password + "\n")
+    if not write_secret(path, password + "\n", exclusive=True):
+        return path.read_text().strip()  # another process made it first: theirs stands
     log.info("[neo4j] op=password-generated path=%s", path)
     return password
 
@@ -170,14 +176,14 @@ class Neo4jInstance:
             )
         password = ensure_password(self.password_file)
         if not auth.exists():
-            result = subprocess.run(
-                self._java(ADMIN_CLASS, "dbms", "set-initial-password", password),
-                env=self._environment(),
-                capture_output=True,
-                text=True,
-                timeout=120,
-                check=False,
-            )
+            try:
+                result = run(
+                    self._java(ADMIN_CLASS, "dbms", "set-initial-password", password),
+                    env=self._environment(),
+                    timeout=120,
+                )
+            except ToolError as err:
+                raise StartFailed(f"Setting the Neo4j password failed: {err}.") from err
             if result.returncode != 0:
                 raise StartFailed(
                     f"Setting the Neo4j password failed (exit {result.returncode}): "
@@ -240,7 +246,7 @@ class Neo4jInstance:
             pid = int(pid_text)
         except (OSError, ValueError):
             return None
-        return (pid, owner) if _alive(pid) else None
+        return (pid, owner) if pid_alive(pid) else None
 
     def running_pid(self) -> int | None:
         """Pid of a server started for this home (by `maxy neo4j start` or `maxy run`)."""
@@ -252,7 +258,7 @@ class Neo4jInstance:
         record = self._pid_record()
         if record and record[1].startswith("supervisor:"):
             owner = int(record[1].split(":", 1)[1])
-            return owner if _alive(owner) else None
+            return owner if pid_alive(owner) else None
         return None
 
     def record_pid(self, pid: int, owner: str) -> None:
@@ -275,30 +281,12 @@ class Neo4jInstance:
         if pid is None:
             self.pid_file.unlink(missing_ok=True)
             return False
-        os.kill(pid, signal.SIGTERM)
-        deadline = time.monotonic() + wait
-        while time.monotonic() < deadline:
-            try:
-                os.kill(pid, 0)
-            except ProcessLookupError:
-                break
-            time.sleep(0.2)
-        else:
+        ended = poll_until(lambda: not pid_alive(pid))
+        if escalate(signal_process(pid), ended, wait, kill_wait=0) == "SIGKILL":
             log.warning("[neo4j] op=stop warn=sigkill pid=%s", pid)
-            os.kill(pid, signal.SIGKILL)
         self.pid_file.unlink(missing_ok=True)
         log.info("[neo4j] op=stop pid=%s", pid)
         return True
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def bolt_ready(uri: str, user: str, password: str, timeout: float = 2.0) -> str | None:
@@ -340,19 +328,6 @@ def wait_for_bolt(
     raise StartFailed(f"Neo4j did not answer at {uri} within {wait:.0f} s ({reason}).")
 
 
-def stop_process_group(proc: subprocess.Popen[bytes], wait: float = 60.0) -> None:
-    """SIGTERM a server's process group, SIGKILL it if it outlives ``wait`` seconds."""
-    if proc.poll() is not None:
-        return
-    os.killpg(proc.pid, signal.SIGTERM)
-    try:
-        proc.wait(wait)
-    except subprocess.TimeoutExpired:
-        log.warning("[process] op=stop warn=sigkill pid=%s", proc.pid)
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait()
-
-
 @contextmanager
 def running(instance: Neo4jInstance, wait: float = 180.0) -> Iterator[subprocess.Popen[bytes]]:
     """Run the server for the length of a block (tests, benchmarks), then stop it."""
@@ -361,4 +336,4 @@ def running(instance: Neo4jInstance, wait: float = 180.0) -> Iterator[subprocess
         wait_for_bolt(instance, wait, proc)
         yield proc
     finally:
-        stop_process_group(proc)
+        stop_group(proc, 60.0)

@@ -5,11 +5,11 @@ from __future__ import annotations
 import importlib
 import logging
 import re
-import subprocess
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from appliance.core.proc import ToolError, run
 from appliance.graphdb.errors import JavaNotFound
 
 log = logging.getLogger(__name__)
@@ -50,10 +50,8 @@ def java_major(home: Path) -> int | None:
         if match:
             return _major(match)
     try:
-        out = subprocess.run(
-            [str(java), "-version"], capture_output=True, text=True, timeout=20, check=False
-        )
-    except OSError:
+        out = run([java, "-version"], timeout=20)
+    except ToolError:
         return None
     match = _VERSION_OUTPUT.search(out.stderr)
     return _major(match) if match else None

@@ -20,10 +20,11 @@ import time
 from collections.abc import Callable
 from types import FrameType
 
+from appliance.core.ports import check_port_free
+from appliance.core.proc import stop_group
+from appliance.core.systemd import Notifier
 from appliance.graphdb.errors import Neo4jSetupError, StartFailed
-from appliance.graphdb.instance import Neo4jInstance, bolt_ready, stop_process_group
-from appliance.ports import check_port_free
-from appliance.systemd import Notifier
+from appliance.graphdb.instance import Neo4jInstance, bolt_ready
 
 log = logging.getLogger(__name__)
 
@@ -84,7 +85,7 @@ def run(
         notifier.ready("neo4j", f"Bolt answering on {uri}")
         return _watch(proc.poll, notifier, stop, lambda t: bolt_ready(uri, user, password, t))
     finally:
-        stop_process_group(proc, stop_wait)
+        stop_group(proc, stop_wait)
         instance.pid_file.unlink(missing_ok=True)
         log.info("[neo4j] op=stop pid=%s code=%s", proc.pid, proc.returncode)
 

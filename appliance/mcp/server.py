@@ -20,13 +20,13 @@ import mcp_types as types
 from mcp.server.lowlevel import Server
 from mcp.server.stdio import stdio_server
 
-from appliance.config import Settings
-from appliance.mcp.text import search_text
+from appliance.core.config import Settings
+from appliance.core.identity import Caller
+from appliance.core.version import __version__
 from appliance.mcp.tools import BY_NAME, TOOLS
-from appliance.memory.guards import Caller
+from appliance.memory.text import search_text
 from appliance.rpc.client import RpcClient
 from appliance.rpc.protocol import RemoteError, RpcError
-from appliance.version import __version__
 
 log = logging.getLogger(__name__)
 
@@ -114,7 +114,7 @@ def build_server(settings: Settings, environ: Mapping[str, str]) -> Server[Any]:
         # The caller comes from the environment, after the arguments: it cannot be overridden.
         request = {**forwarded, "caller": caller.to_wire()}
         try:
-            result = await engine.call(tool.method, request)
+            result = await engine.call(tool.method.name, request)
         except RemoteError as err:
             log.warning("[mcp] op=call tool=%s error=%s", tool.name, err.code)
             return _error(f"{tool.name} failed ({err.code}): {err}")
@@ -123,7 +123,7 @@ def build_server(settings: Settings, environ: Mapping[str, str]) -> Server[Any]:
             return _error(f"The memory engine is not available: {err}. Try again shortly.")
         log.info("[mcp] op=call tool=%s", tool.name)
         return types.CallToolResult(
-            content=[types.TextContent(type="text", text=render(tool.method, result))],
+            content=[types.TextContent(type="text", text=render(tool.method.name, result))],
             structured_content=result if isinstance(result, dict) else None,
         )
 

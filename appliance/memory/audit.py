@@ -36,11 +36,12 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
+from appliance.core.identity import Caller
 from appliance.memory.chunking import content_hash
 from appliance.memory.conversations import MAX_SESSION_ID_CHARS, effective_session
 from appliance.memory.errors import EngineError, rejected
 from appliance.memory.graph import Graph
-from appliance.memory.guards import Caller, guard
+from appliance.memory.guards import guard
 from appliance.memory.reports import caller_agents, resolve_scope
 from appliance.memory.write import RESERVED, EmbedText, embedding_text, writable_labels
 

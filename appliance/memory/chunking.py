@@ -21,10 +21,11 @@ after them), any whitespace. A word is cut only when it alone is longer than the
 
 from __future__ import annotations
 
-import hashlib
 import re
 from bisect import bisect_left, bisect_right
 from dataclasses import dataclass
+
+from appliance.core.fsio import sha256_hex
 
 TARGET_CHARS = 1200
 OVERLAP_CHARS = 200
@@ -237,7 +238,7 @@ def chunk(
 def content_hash(text: str) -> str:
     """Hex sha256 of ``text`` with whitespace runs collapsed, so layout-only edits keep it."""
     # surrogatepass: a lone surrogate (from a bad decode upstream) still hashes, never raises.
-    return hashlib.sha256(" ".join(text.split()).encode("utf-8", "surrogatepass")).hexdigest()
+    return sha256_hex(" ".join(text.split()).encode("utf-8", "surrogatepass"))
 
 
 def summary(text: str, max_chars: int = SUMMARY_CHARS) -> str:

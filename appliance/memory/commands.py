@@ -13,9 +13,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from appliance.config import Settings
-from appliance.mcp.text import search_text
-from appliance.memory.guards import Caller
+from appliance.core.config import Settings
+from appliance.core.identity import Caller
+from appliance.memory.text import search_text
 from appliance.rpc.client import RpcClient
 
 LONG_CALL_TIMEOUT = 120.0

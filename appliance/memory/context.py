@@ -26,9 +26,10 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from appliance.core.identity import Caller
 from appliance.memory.audit import clip
 from appliance.memory.graph import Graph
-from appliance.memory.guards import Caller, guard
+from appliance.memory.guards import guard
 
 log = logging.getLogger(__name__)
 

@@ -30,12 +30,14 @@ import uuid
 from datetime import UTC, datetime
 from typing import Any
 
+from appliance.core.identity import Caller
 from appliance.memory.chunking import MAX_CHARS, content_hash, summary
 from appliance.memory.errors import EngineError, rejected
 from appliance.memory.graph import Graph
-from appliance.memory.guards import Caller, guard, guard_after_search
+from appliance.memory.guards import guard, guard_after_search
 from appliance.memory.reports import caller_agents, resolve_scope
 from appliance.memory.write import EmbedText
+from appliance.rpc.protocol import BadParams
 
 log = logging.getLogger(__name__)
 
@@ -187,9 +189,9 @@ async def conversation_search(
 ) -> dict[str, Any]:
     """Messages closest in meaning to ``query``, in one session or the whole account, guarded."""
     if not isinstance(query, str) or not query.strip():
-        raise ValueError("query must be non-empty text")
+        raise BadParams("query must be non-empty text")
     if not 1 <= limit <= MAX_SEARCH_LIMIT:
-        raise ValueError(f"limit must be between 1 and {MAX_SEARCH_LIMIT}")
+        raise BadParams(f"limit must be between 1 and {MAX_SEARCH_LIMIT}")
     session = effective_session(caller, session_id)
     vector = await embed(query)
     params = {**caller.params(), "v": vector, "session": session}
@@ -221,7 +223,7 @@ async def session_messages(
     if not session:
         raise rejected("conversations", "invalid-session", "Name the session to read.")
     if not 1 <= limit <= MAX_FETCH:
-        raise ValueError(f"limit must be between 1 and {MAX_FETCH}")
+        raise BadParams(f"limit must be between 1 and {MAX_FETCH}")
     rows, _ = await graph.run(
         "MATCH (c:Conversation {accountId: $account, sessionId: $session}) "
         f"WHERE {guard('c')} "

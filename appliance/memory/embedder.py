@@ -17,7 +17,6 @@ raises at interpreter shutdown inside a frozen app.
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import re
 import time
@@ -45,15 +44,6 @@ def clean_text(text: str | bytes, max_chars: int) -> str:
     if len(text) > max_chars:
         text = text[:max_chars]
     return _CONTROL.sub(" ", text)
-
-
-def file_sha256(path: Path) -> str:
-    """Hex sha256 of a file, read in blocks."""
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 class Embedder:

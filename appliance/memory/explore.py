@@ -18,9 +18,11 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from appliance.core.identity import Caller
 from appliance.memory.graph import Graph
-from appliance.memory.guards import Caller, guard
+from appliance.memory.guards import guard
 from appliance.memory.hits import HIDDEN_PROPERTIES
+from appliance.rpc.protocol import BadParams
 
 log = logging.getLogger(__name__)
 
@@ -72,14 +74,14 @@ def check_labels(labels: Sequence[str] | None) -> list[str] | None:
         return None
     bad = [label for label in labels if not isinstance(label, str) or not _LABEL.match(label)]
     if bad:
-        raise ValueError(f"not a node label: {bad[0]!r}")
+        raise BadParams(f"not a node label: {bad[0]!r}")
     return list(labels)
 
 
 def check_limit(limit: int) -> int:
     """A sample size must be between 1 and MAX_SAMPLE."""
     if not 1 <= limit <= MAX_SAMPLE:
-        raise ValueError(f"limit must be between 1 and {MAX_SAMPLE}, not {limit}")
+        raise BadParams(f"limit must be between 1 and {MAX_SAMPLE}, not {limit}")
     return limit
 
 
@@ -153,9 +155,9 @@ async def neighbourhood(
 ) -> dict[str, Any] | None:
     """A visible node's properties and up to MAX_NEIGHBOURS visible neighbours; None if unseen."""
     if not node_id:
-        raise ValueError("a node id is needed")
+        raise BadParams("a node id is needed")
     if label is not None and not _LABEL.match(label):
-        raise ValueError(f"not a node label: {label!r}")
+        raise BadParams(f"not a node label: {label!r}")
     match = f"MATCH (n:`{label}`)" if label else "MATCH (n)"
     rows, _ = await graph.run(
         f"{match} WHERE (n.id = $id OR (n.id IS NULL AND elementId(n) = $id)) AND {guard('n')} "

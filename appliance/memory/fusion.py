@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from appliance.memory.hits import Candidate
+from appliance.rpc.protocol import BadParams
 
 Mode = Literal["weighted", "rrf"]
 
@@ -65,9 +66,9 @@ def weighted_sum(
     """Set ``fused = vector_weight * vector + keyword_weight * keyword`` (missing counts 0)."""
     # `not >= 0` also rejects NaN, which would otherwise poison every score silently.
     if not (vector_weight >= 0.0 and keyword_weight >= 0.0):
-        raise ValueError(f"weights must be non-negative, got {vector_weight}, {keyword_weight}")
+        raise BadParams(f"weights must be non-negative, got {vector_weight}, {keyword_weight}")
     if vector_weight == 0.0 and keyword_weight == 0.0:
-        raise ValueError("vector_weight and keyword_weight cannot both be zero")
+        raise BadParams("vector_weight and keyword_weight cannot both be zero")
     for cand in cands:
         vector = cand.vector if cand.vector is not None else 0.0
         keyword = cand.keyword if cand.keyword is not None else 0.0
@@ -87,7 +88,7 @@ def _path_ranks(
 def reciprocal_rank_fusion(cands: list[Candidate], k: int = 60) -> list[Candidate]:
     """Set ``fused`` to the sum of ``1 / (k + rank)`` over the paths the candidate is on."""
     if k < 0:
-        raise ValueError(f"rrf k must be non-negative, got {k}")
+        raise BadParams(f"rrf k must be non-negative, got {k}")
     # The keyword path ranks by the raw BM25 score: normalising by a positive maximum keeps
     # the order, so RRF does not depend on normalise_keyword having run.
     paths = [
@@ -200,14 +201,14 @@ def rank(
 ) -> RankResult:
     """Normalise, fuse, boost, dedup (when asked), threshold, sort and slice the candidates."""
     if limit < 0:
-        raise ValueError(f"limit must be non-negative, got {limit}")
+        raise BadParams(f"limit must be non-negative, got {limit}")
     normalise_keyword(cands)
     if mode == "weighted":
         weighted_sum(cands, vector_weight, keyword_weight)
     elif mode == "rrf":
         reciprocal_rank_fusion(cands, rrf_k)
     else:
-        raise ValueError(f"unknown fusion mode {mode!r}")
+        raise BadParams(f"unknown fusion mode {mode!r}")
     if boosts:
         apply_boosts(cands)
     else:

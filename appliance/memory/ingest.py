@@ -35,10 +35,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from appliance.core.identity import Caller
 from appliance.memory.chunking import chunk, content_hash, sectionise, summary
 from appliance.memory.errors import EngineError, ModelLoadFailed, ModelMissing, rejected
 from appliance.memory.graph import Graph
-from appliance.memory.guards import Caller
 from appliance.memory.write import EmbedText, WriteRequest, embedding_text, validate
 
 log = logging.getLogger(__name__)

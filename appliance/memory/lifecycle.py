@@ -21,9 +21,9 @@ import time
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from appliance.core.identity import Caller
 from appliance.memory.errors import rejected
 from appliance.memory.graph import Graph
-from appliance.memory.guards import Caller
 from appliance.memory.write import writable_labels
 
 log = logging.getLogger(__name__)

@@ -36,11 +36,12 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from appliance.core.identity import Caller
 from appliance.memory.chunking import MAX_CHARS, content_hash, summary
 from appliance.memory.conversations import ROLES
 from appliance.memory.errors import EmbedError, GraphError, GraphQueryFailed, WriteRejected
 from appliance.memory.graph import Graph
-from appliance.memory.guards import Caller, guard
+from appliance.memory.guards import guard
 from appliance.memory.ingest import node_embedding_text
 from appliance.memory.search import Searcher
 from appliance.memory.write import RESERVED, EmbedText, embedding_text

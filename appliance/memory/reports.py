@@ -25,10 +25,11 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
+from appliance.core.identity import SCOPES, Caller
 from appliance.memory.chunking import content_hash
 from appliance.memory.errors import EngineError, WriteRejected, rejected
 from appliance.memory.graph import Graph
-from appliance.memory.guards import SCOPES, Caller, guard
+from appliance.memory.guards import guard
 from appliance.memory.write import EmbedText, embedding_text
 
 log = logging.getLogger(__name__)

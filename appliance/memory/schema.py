@@ -8,9 +8,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from appliance.core.resources import resource_path
 from appliance.memory.errors import SchemaDimensionMismatch
 from appliance.memory.graph import Graph
-from appliance.resources import resource_path
 
 log = logging.getLogger(__name__)
 

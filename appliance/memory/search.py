@@ -17,10 +17,11 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from appliance.core.identity import Caller
 from appliance.memory.errors import EmbedError, GraphQueryFailed
 from appliance.memory.fusion import Mode, RankResult, rank
 from appliance.memory.graph import Graph
-from appliance.memory.guards import Caller, guard, guard_after_search, records_hidden
+from appliance.memory.guards import guard, guard_after_search, records_hidden
 from appliance.memory.hits import HIDDEN_PROPERTIES, Candidate, Related
 from appliance.memory.lucene import keyword_query
 

@@ -4,31 +4,8 @@ Start-up order: the model loads first (a missing model is fatal: nothing works w
 RPC socket opens, then the schema is applied in the background, retried with backoff while Neo4j
 is unreachable. ``health`` answers at once whatever Neo4j's state, so the edge can report it.
 
-RPC methods:
-
-- ``health`` → ``{ok, account, neo4j: {ok, ms|error}, embedder: {ok, model, dimension},
-  schema: {state: pending|applied|mismatch|failed, error}}``
-- ``embed`` ``{texts: [str]}`` → ``{model, dimension, vectors: bytes}`` (packed float32, one
-  vector after another)
-- ``search`` ``{caller, query, labels?, limit?, mode?, vectorWeight?, keywordWeight?, rrfK?,
-  threshold?, boosts?, dedup?, expandHops?, fields?, scopes?}`` → ``{results, counts, ms,
-  vectorOnly, keywordOnly}`` (keywordOnly: the model failed, keyword results only)
-- ``write`` ``{caller, label, properties, id?, edges?, producedByTaskId?, scope?, agents?}`` →
-  ``{id, created, embedded, warnings}``
-- ``conversation.messages`` ``{caller, sessionId?, limit?}`` → ``{sessionId, conversationId,
-  messages: [{id, role, text, createdAt, order}]}`` (one session, oldest first, guarded)
-- ``audit.record`` ``{caller, tool, input, output, isError, startedAt, endedAt, ms, sessionId?,
-  durable?, produced?: [{label, id}]}`` → ``{id, conversationId, taskId, produced}`` (one MCP tool
-  call; a durable one also a Task, see :mod:`appliance.memory.audit`)
-- ``context.previous`` ``{caller, maxChars?}`` → ``{text, chars, digest, tasks: {shown, total},
-  alerts: {shown, total}}`` (the ``<previous-context>`` block of an admin spawn, see
-  :mod:`appliance.memory.context`)
-- ``graph.sample`` ``{caller, labels?, q?, limit?}`` → ``{nodes, edges, truncated, categories,
-  ms}``; ``graph.node`` ``{caller, id, label?}`` → ``{node, neighbours, edges, degree}`` or
-  ``{node: null}`` (see :mod:`appliance.memory.explore`)
-- ``agent.knowledge`` ``{caller, limit?}`` → ``{tagged, subscribed: [{id, labels, props,
-  document?, keyword?}], truncated}``: what a public agent's KNOWLEDGE.md is made of (the
-  caller's agent and subscriptions; public scope only; never conversations or tool calls)
+RPC methods: one request and one response type each, declared once in
+:mod:`appliance.rpc.engine` (the README's table of methods is generated from it).
 
 ``caller`` (account, scopes, agent, session) is set by the calling process from its own
 environment; a caller of another account is refused.
@@ -40,31 +17,33 @@ import asyncio
 import logging
 import signal
 from concurrent.futures import ThreadPoolExecutor
-from datetime import datetime
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
-from appliance.accounts import Account
-from appliance.config import Settings
+from appliance.core.accounts import Account
+from appliance.core.config import Settings
+from appliance.core.identity import Caller, GuardError
+from appliance.core.systemd import Notifier
 from appliance.memory import audit, context, conversations, explore, lifecycle, reports
 from appliance.memory import reindex as reindexing
 from appliance.memory.embedder import Embedder
 from appliance.memory.errors import EngineError, GraphError, SchemaDimensionMismatch, WriteRejected
 from appliance.memory.graph import Graph
-from appliance.memory.guards import Caller, GuardError, guard
+from appliance.memory.guards import guard
 from appliance.memory.ingest import Ingester, IngestRequest
 from appliance.memory.render import render_structured
 from appliance.memory.schema import apply_schema
 from appliance.memory.search import Expander, Searcher, SearchRequest
 from appliance.memory.write import Edge, Writer, WriteRequest
-from appliance.rpc.server import RpcServer, report_progress
-from appliance.systemd import Notifier
+from appliance.rpc import engine as api
+from appliance.rpc.protocol import BadParams
+from appliance.rpc.server import Handler, RpcServer, report_progress
 
 log = logging.getLogger(__name__)
+_T = TypeVar("_T")
 
 HEALTH_QUERY_TIMEOUT = 2.0
-MAX_TEXTS_PER_CALL = 256
 PURGE_INTERVAL = 3600.0
 KNOWLEDGE_LIMIT = 500  # nodes of each kind (tagged, subscribed) in one KNOWLEDGE.md
 # Never knowledge: visitors' own conversations (public, tagged for the agent), the audit trail,
@@ -106,20 +85,20 @@ def read_password(settings: Settings) -> str:
         ) from err
 
 
-def paraphraser(settings: Settings) -> Expander | None:
-    """The Anthropic query expander when a key file exists, else None (the SDK stays unloaded)."""
-    if not settings.anthropic_api_key_path.is_file():
-        return None
-    from appliance.agents.anthropic_client import AnthropicClient  # lazy: loads the SDK
-    from appliance.agents.retrieval import make_expander
-
-    return make_expander(AnthropicClient(settings), settings)
-
-
 class Engine:
-    """The retrieval engine process: embedder + graph + RPC handlers."""
+    """The retrieval engine process: embedder + graph + RPC handlers.
 
-    def __init__(self, settings: Settings, account: Account, embedder: Embedder) -> None:
+    ``expander`` paraphrases queries for multi-query expansion (the role that starts the
+    engine passes the agents' one in; None: the original query only).
+    """
+
+    def __init__(
+        self,
+        settings: Settings,
+        account: Account,
+        embedder: Embedder,
+        expander: Expander | None = None,
+    ) -> None:
         self.settings = settings
         self.account = account
         self.embedder = embedder
@@ -128,34 +107,38 @@ class Engine:
         self._embed_thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="embed")
         self.schema_state = "pending"
         self.schema_error: str | None = None
-        self.searcher = Searcher(self.graph, self.embed_one, paraphraser(settings))
+        self.searcher = Searcher(self.graph, self.embed_one, expander)
         self.writer = Writer(self.graph, self.embed_one, embedder.model_name)
         self.ingester = Ingester(self.graph, self.embed_one, embedder.model_name)
 
     @property
-    def handlers(self) -> dict[str, Any]:
-        """RPC method table."""
-        return {
-            "health": self.health,
-            "embed": self.embed,
-            "search": self.search,
-            "write": self.write,
-            "report.write": self.report_write,
-            "report.read-latest": self.report_read_latest,
-            "report.list": self.report_list,
-            "conversation.record": self.conversation_record,
-            "conversation.search": self.conversation_search,
-            "conversation.messages": self.conversation_messages,
-            "ingest": self.ingest,
-            "reindex": self.reindex,
-            "delete": self.delete,
-            "restore": self.restore,
-            "graph.sample": self.graph_sample,
-            "graph.node": self.graph_node,
-            "audit.record": self.audit_record,
-            "agent.knowledge": self.agent_knowledge,
-            "context.previous": self.previous_context,
+    def handlers(self) -> dict[str, Handler]:
+        """RPC method table: each typed handler behind its method's request/response check."""
+        typed: dict[str, Handler] = {
+            api.HEALTH.name: api.HEALTH.handler(self.health),
+            api.EMBED.name: api.EMBED.handler(self.embed),
+            api.SEARCH.name: api.SEARCH.handler(self.search),
+            api.WRITE.name: api.WRITE.handler(self.write),
+            api.REPORT_WRITE.name: api.REPORT_WRITE.handler(self.report_write),
+            api.REPORT_READ_LATEST.name: api.REPORT_READ_LATEST.handler(self.report_read_latest),
+            api.REPORT_LIST.name: api.REPORT_LIST.handler(self.report_list),
+            api.CONVERSATION_RECORD.name: api.CONVERSATION_RECORD.handler(self.conversation_record),
+            api.CONVERSATION_SEARCH.name: api.CONVERSATION_SEARCH.handler(self.conversation_search),
+            api.CONVERSATION_MESSAGES.name: api.CONVERSATION_MESSAGES.handler(
+                self.conversation_messages
+            ),
+            api.INGEST.name: api.INGEST.handler(self.ingest),
+            api.REINDEX.name: api.REINDEX.handler(self.reindex),
+            api.DELETE.name: api.DELETE.handler(self.delete),
+            api.RESTORE.name: api.RESTORE.handler(self.restore),
+            api.GRAPH_SAMPLE.name: api.GRAPH_SAMPLE.handler(self.graph_sample),
+            api.GRAPH_NODE.name: api.GRAPH_NODE.handler(self.graph_node),
+            api.AUDIT_RECORD.name: api.AUDIT_RECORD.handler(self.audit_record),
+            api.AGENT_KNOWLEDGE.name: api.AGENT_KNOWLEDGE.handler(self.agent_knowledge),
+            api.PREVIOUS_CONTEXT.name: api.PREVIOUS_CONTEXT.handler(self.previous_context),
         }
+        assert set(typed) == set(api.BY_NAME), "every method of the contract has a handler"
+        return typed
 
     async def embed_one(self, text: str) -> list[float]:
         """Embed one text on the embedding thread."""
@@ -163,10 +146,10 @@ class Engine:
         vector = await loop.run_in_executor(self._embed_thread, self.embedder.embed, text)
         return [float(x) for x in vector]
 
-    def caller(self, params: dict[str, Any]) -> Caller:
+    def caller(self, request: api.Called) -> Caller:
         """The request's caller; it must belong to this engine's account."""
         try:
-            caller = Caller.from_wire(params.get("caller") or {})
+            caller = Caller.from_wire(request.caller.model_dump())
         except GuardError as err:
             raise WriteRejected(f"invalid caller: {err}") from err
         if caller.account_id != self.account.id:
@@ -178,80 +161,67 @@ class Engine:
             raise WriteRejected("The caller's account is not this device's account.")
         return caller
 
-    async def search(self, params: dict[str, Any]) -> dict[str, Any]:
+    async def search(self, call: api.SearchRequest) -> api.SearchResponse:
         """Hybrid search for a caller."""
-        caller = self.caller(params).narrow(params.get("scopes"))
+        caller = self.caller(call).narrow(call.scopes)
         s = self.settings
-        query = str(params["query"])
+
+        def given(value: _T | None, default: _T) -> _T:
+            return default if value is None else value
+
         request = SearchRequest(
-            query=query,
-            labels=params.get("labels"),
-            limit=min(int(params.get("limit") or s.search_limit), 100),
-            mode=params.get("mode") or s.search_mode,  # type: ignore[arg-type]
-            vector_weight=float(params.get("vectorWeight", s.search_vector_weight)),
-            keyword_weight=float(params.get("keywordWeight", s.search_keyword_weight)),
-            rrf_k=int(params.get("rrfK", s.search_rrf_k)),
-            threshold=float(params.get("threshold", 0.0)),
-            boosts=bool(params.get("boosts", s.search_boosts)),
-            expand_hops=min(int(params.get("expandHops", 1)), 1),
-            fields=params.get("fields"),
-            retrieval_class=params.get("retrievalClass"),
-            routing=bool(params.get("routing", s.search_routing)),
-            expand_queries=bool(params.get("expandQueries", s.search_expansion)),
-            dedup=bool(params.get("dedup", s.search_dedup)),
+            query=call.query,
+            labels=call.labels,
+            limit=min(call.limit or s.search_limit, 100),
+            mode=call.mode or s.search_mode,  # type: ignore[arg-type]
+            vector_weight=given(call.vector_weight, s.search_vector_weight),
+            keyword_weight=given(call.keyword_weight, s.search_keyword_weight),
+            rrf_k=given(call.rrf_k, s.search_rrf_k),
+            threshold=call.threshold,
+            boosts=given(call.boosts, s.search_boosts),
+            expand_hops=min(call.expand_hops, 1),
+            fields=call.fields,
+            retrieval_class=call.retrieval_class,
+            routing=given(call.routing, s.search_routing),
+            expand_queries=given(call.expand_queries, s.search_expansion),
+            dedup=given(call.dedup, s.search_dedup),
             subscriptions=caller.subscriptions,
         )
-        if request.mode not in ("weighted", "rrf"):
-            raise ValueError("mode must be weighted or rrf")
         result = await self.searcher.search(caller, request)
-        return {
-            "results": render_structured(result.results),
-            "counts": result.counts,
-            "ms": round(result.ms, 1),
-            "vectorOnly": result.vector_only,
-            "keywordOnly": result.keyword_only,
-        }
+        return api.SearchResponse(
+            results=render_structured(result.results),
+            counts=result.counts,
+            ms=round(result.ms, 1),
+            vector_only=result.vector_only,
+            keyword_only=result.keyword_only,
+        )
 
-    async def write(self, params: dict[str, Any]) -> dict[str, Any]:
+    async def write(self, call: api.WriteRequest) -> dict[str, Any]:
         """Create or merge one node for a caller."""
-        caller = self.caller(params)
-        edges = [
-            Edge(
-                type=str(e["type"]),
-                to_id=str(e["toId"]),
-                to_label=str(e["toLabel"]),
-                direction=str(e.get("direction", "out")),
-            )
-            for e in params.get("edges") or []
-        ]
+        caller = self.caller(call)
+        edges = [Edge(e.type, e.to_id, e.to_label, e.direction) for e in call.edges]
         request = WriteRequest(
-            label=str(params["label"]),
-            properties=dict(params.get("properties") or {}),
-            id=params.get("id"),
+            label=call.label,
+            properties=dict(call.properties),
+            id=call.id,
             edges=edges,
-            produced_by=params.get("producedByTaskId"),
-            scope=params.get("scope"),
-            agents=params.get("agents"),
+            produced_by=call.produced_by_task_id,
+            scope=call.scope,
+            agents=call.agents,
         )
         return await self.writer.write(caller, request)
 
-    async def embed(self, params: dict[str, Any]) -> dict[str, Any]:
+    async def embed(self, call: api.EmbedRequest) -> api.EmbedResponse:
         """Embed a list of texts; vectors come back as packed float32 bytes."""
-        texts = params["texts"]
-        if not isinstance(texts, list) or not all(isinstance(t, str | bytes) for t in texts):
-            raise ValueError("texts must be a list of strings")
-        if len(texts) > MAX_TEXTS_PER_CALL:
-            raise ValueError(f"at most {MAX_TEXTS_PER_CALL} texts per call")
         loop = asyncio.get_running_loop()
+        texts = list(call.texts)
         vectors = await loop.run_in_executor(self._embed_thread, self.embedder.embed_many, texts)
         packed = np.stack(vectors).astype("<f4").tobytes() if vectors else b""
-        return {
-            "model": self.embedder.model_name,
-            "dimension": self.embedder.dimension,
-            "vectors": packed,
-        }
+        return api.EmbedResponse(
+            model=self.embedder.model_name, dimension=self.embedder.dimension, vectors=packed
+        )
 
-    async def health(self, params: dict[str, Any]) -> dict[str, Any]:
+    async def health(self, call: api.HealthRequest) -> dict[str, Any]:
         """Report Neo4j, the embedder and the schema."""
         try:
             ms = await asyncio.wait_for(self.graph.ping(), HEALTH_QUERY_TIMEOUT)
@@ -321,86 +291,80 @@ class Engine:
             self.settings.engine_socket.unlink(missing_ok=True)
             log.info("[engine] op=stop")
 
-    async def report_write(self, params: dict[str, Any]) -> dict[str, Any]:
+    async def report_write(self, call: api.ReportWriteRequest) -> dict[str, Any]:
         """Write (or update within the same minute) a report."""
         return await reports.write_report(
             self.graph,
-            self.caller(params),
+            self.caller(call),
             self.embed_one,
             self.embedder.model_name,
-            title=str(params["title"]),
-            body=str(params["body"]),
-            source_workflow=params.get("sourceWorkflow"),
-            keywords=params.get("keywords"),
-            scope=params.get("scope"),
+            title=call.title,
+            body=call.body,
+            source_workflow=call.source_workflow,
+            keywords=call.keywords,
+            scope=call.scope,
         )
 
-    async def report_read_latest(self, params: dict[str, Any]) -> dict[str, Any]:
+    async def report_read_latest(self, call: api.ReportReadLatestRequest) -> dict[str, Any]:
         """The newest reports, optionally matching a keyword."""
         return await reports.read_latest_reports(
-            self.graph,
-            self.caller(params),
-            keyword=params.get("keyword"),
-            limit=int(params.get("limit", 1)),
+            self.graph, self.caller(call), keyword=call.keyword, limit=call.limit
         )
 
-    async def report_list(self, params: dict[str, Any]) -> dict[str, Any]:
+    async def report_list(self, call: api.ReportListRequest) -> dict[str, Any]:
         """Report metadata, newest first, paginated."""
         return await reports.list_reports(
             self.graph,
-            self.caller(params),
-            keyword=params.get("keyword"),
-            source_workflow=params.get("sourceWorkflow"),
-            page=int(params.get("page", 1)),
-            page_size=int(params.get("pageSize", 20)),
+            self.caller(call),
+            keyword=call.keyword,
+            source_workflow=call.source_workflow,
+            page=call.page,
+            page_size=call.page_size,
         )
 
-    async def conversation_record(self, params: dict[str, Any]) -> dict[str, Any]:
+    async def conversation_record(self, call: api.ConversationRecordRequest) -> dict[str, Any]:
         """Store one message of a conversation."""
         return await conversations.record_message(
             self.graph,
-            self.caller(params),
+            self.caller(call),
             self.embed_one,
             self.embedder.model_name,
-            session_id=str(params["sessionId"]),
-            role=str(params["role"]),
-            text=str(params["text"]),
-            agent_slug=params.get("agentSlug"),
-            scope=params.get("scope"),
+            session_id=call.session_id,
+            role=call.role,
+            text=call.text,
+            agent_slug=call.agent_slug,
+            scope=call.scope,
         )
 
-    async def conversation_search(self, params: dict[str, Any]) -> dict[str, Any]:
+    async def conversation_search(self, call: api.ConversationSearchRequest) -> dict[str, Any]:
         """Search messages: the caller's session if it has one, else the whole account."""
         return await conversations.conversation_search(
             self.graph,
-            self.caller(params),
+            self.caller(call),
             self.embed_one,
-            query=str(params["query"]),
-            session_id=params.get("sessionId"),
-            limit=int(params.get("limit", 10)),
+            query=call.query,
+            session_id=call.session_id,
+            limit=call.limit,
         )
 
-    async def conversation_messages(self, params: dict[str, Any]) -> dict[str, Any]:
+    async def conversation_messages(self, call: api.ConversationMessagesRequest) -> dict[str, Any]:
         """One session's messages in order (the caller's session if it has one)."""
         return await conversations.session_messages(
-            self.graph,
-            self.caller(params),
-            session_id=params.get("sessionId"),
-            limit=int(params.get("limit", 50)),
+            self.graph, self.caller(call), session_id=call.session_id, limit=call.limit
         )
 
-    async def ingest(self, params: dict[str, Any]) -> dict[str, Any]:
+    async def ingest(self, call: api.IngestRequest) -> dict[str, Any]:
         """Ingest a document into KnowledgeDocument → Section → Chunk."""
         request = IngestRequest(
-            title=str(params["title"]),
-            text=str(params["text"]),
-            attachment_id=str(params["attachmentId"]),
-            scope=params.get("scope"),
-            agents=params.get("agents"),
+            title=call.title,
+            text=call.text,
+            attachment_id=call.attachment_id,
+            scope=call.scope,
+            agents=call.agents,
         )
-        return await self.ingester.ingest(self.caller(params), request)
+        return await self.ingester.ingest(self.caller(call), request)
 
-    async def reindex(self, params: dict[str, Any]) -> dict[str, Any]:
+    async def reindex(self, call: api.ReindexRequest) -> dict[str, Any]:
         """Embed what is missing or stale, streaming progress frames."""
 
         async def progress(done: int, total: int, skipped: int) -> None:
@@ -408,78 +372,71 @@ class Engine:
 
         result = await reindexing.reindex(
             self.graph,
-            self.caller(params),
+            self.caller(call),
             self.embed_one,
             self.embedder.model_name,
-            labels=params.get("labels"),
+            labels=call.labels,
             progress=progress,
-            dry_run=bool(params.get("dryRun", False)),
+            dry_run=call.dry_run,
         )
         self.searcher.forget_indexes()
         return result
 
-    async def delete(self, params: dict[str, Any]) -> dict[str, Any]:
+    async def delete(self, call: api.NodeRef) -> dict[str, Any]:
         """Soft-delete a node (a document with its sections and chunks)."""
-        caller = self.caller(params)
-        return await lifecycle.soft_delete(
-            self.graph, caller, str(params["label"]), str(params["id"])
-        )
+        return await lifecycle.soft_delete(self.graph, self.caller(call), call.label, call.id)
 
-    async def restore(self, params: dict[str, Any]) -> dict[str, Any]:
+    async def restore(self, call: api.NodeRef) -> dict[str, Any]:
         """Undo a soft delete."""
-        caller = self.caller(params)
-        return await lifecycle.restore(self.graph, caller, str(params["label"]), str(params["id"]))
+        return await lifecycle.restore(self.graph, self.caller(call), call.label, call.id)
 
-    async def graph_sample(self, params: dict[str, Any]) -> dict[str, Any]:
+    async def graph_sample(self, call: api.GraphSampleRequest) -> dict[str, Any]:
         """A guarded sample of the graph for the Graph page."""
         return await explore.sample(
             self.graph,
-            self.caller(params).narrow(params.get("scopes")),
-            labels=params.get("labels"),
-            q=params.get("q"),
-            limit=int(params.get("limit") or explore.DEFAULT_SAMPLE),
+            self.caller(call).narrow(call.scopes),
+            labels=call.labels,
+            q=call.q,
+            limit=call.limit or explore.DEFAULT_SAMPLE,
         )
 
-    async def graph_node(self, params: dict[str, Any]) -> dict[str, Any]:
+    async def graph_node(self, call: api.GraphNodeRequest) -> dict[str, Any]:
         """One node and its guarded one-hop neighbourhood ({node: None} if not visible)."""
         found = await explore.neighbourhood(
-            self.graph,
-            self.caller(params).narrow(params.get("scopes")),
-            str(params["id"]),
-            params.get("label"),
+            self.graph, self.caller(call).narrow(call.scopes), call.id, call.label
         )
         return found or {"node": None}
 
-    async def audit_record(self, params: dict[str, Any]) -> dict[str, Any]:
+    async def audit_record(self, call: api.AuditRecordRequest) -> dict[str, Any]:
         """Keep one MCP tool call in the audit trail (timestamps are ISO-8601 strings)."""
         return await audit.record_tool_call(
             self.graph,
-            self.caller(params),
-            tool=str(params["tool"]),
-            tool_input=params.get("input"),
-            tool_output=params.get("output"),
-            is_error=bool(params.get("isError", False)),
-            started_at=datetime.fromisoformat(str(params["startedAt"])),
-            ended_at=datetime.fromisoformat(str(params["endedAt"])),
-            ms=float(params["ms"]),
-            session_id=params.get("sessionId"),
-            durable=bool(params.get("durable", False)),
-            produced=params.get("produced"),
+            self.caller(call),
+            tool=call.tool,
+            tool_input=call.input,
+            tool_output=call.output,
+            is_error=call.is_error,
+            started_at=call.started_at,
+            ended_at=call.ended_at,
+            ms=call.ms,
+            session_id=call.session_id,
+            durable=call.durable,
+            produced=call.produced,
             embed=self.embed_one,
             model_name=self.embedder.model_name,
         )
 
-    async def previous_context(self, params: dict[str, Any]) -> dict[str, Any]:
+    async def previous_context(self, call: api.PreviousContextRequest) -> dict[str, Any]:
         """The ``<previous-context>`` block for an admin session of the caller's account."""
-        max_chars = int(params.get("maxChars", context.MAX_CHARS))
-        return await context.previous_context(self.graph, self.caller(params), max_chars=max_chars)
+        max_chars = context.MAX_CHARS if call.max_chars is None else call.max_chars
+        return await context.previous_context(self.graph, self.caller(call), max_chars=max_chars)
 
-    async def agent_knowledge(self, params: dict[str, Any]) -> dict[str, Any]:
+    async def agent_knowledge(self, call: api.AgentKnowledgeRequest) -> dict[str, Any]:
         """A public agent's knowledge: public nodes tagged for it, then its subscriptions' hits."""
-        caller = self.caller(params).narrow(["public"])
+        caller = self.caller(call).narrow(["public"])
         if caller.agent is None:
-            raise ValueError("agent.knowledge needs a public agent's caller (caller.agent)")
-        limit = max(1, min(int(params.get("limit") or KNOWLEDGE_LIMIT), KNOWLEDGE_LIMIT))
+            raise BadParams("agent.knowledge needs a public agent's caller (caller.agent)")
+        limit = max(1, min(call.limit or KNOWLEDGE_LIMIT, KNOWLEDGE_LIMIT))
         rows, _ = await self.graph.run(
             _KNOWLEDGE_TAGGED, {**caller.params(), "skip": list(KNOWLEDGE_SKIP), "limit": limit + 1}
         )

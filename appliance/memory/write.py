@@ -23,10 +23,10 @@ from dataclasses import dataclass, field
 from functools import cache
 from typing import Any
 
+from appliance.core.identity import SCOPES, Caller
 from appliance.memory.chunking import content_hash, summary
 from appliance.memory.errors import EngineError, rejected
 from appliance.memory.graph import Graph
-from appliance.memory.guards import SCOPES, Caller
 from appliance.memory.schema import read_statements
 
 log = logging.getLogger(__name__)

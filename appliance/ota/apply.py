@@ -27,7 +27,7 @@ import os
 from collections.abc import Callable
 from pathlib import Path
 
-from appliance.config import Settings
+from appliance.core.config import Settings
 from appliance.ota import autoboot, device, fat
 from appliance.ota.backup import Neo4jBackup, remove_stale
 from appliance.ota.bundle import BundleReader, check_payloads, open_source

@@ -24,12 +24,12 @@ import logging
 import os
 import shlex
 import shutil
-import subprocess
 import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 
-from appliance.config import Settings
+from appliance.core.config import Settings
+from appliance.core.proc import ToolError, ToolMissing, ToolTimeout, run
 from appliance.graphdb.errors import Neo4jSetupError
 from appliance.graphdb.instance import ADMIN_CLASS, Neo4jInstance
 from appliance.ota.errors import BackupError
@@ -75,10 +75,8 @@ class Neo4jBackup:
     def _systemctl(self, verb: str, deadline: Deadline) -> None:
         command = ["systemctl", verb, self.settings.ota_neo4j_unit]
         try:
-            done = subprocess.run(
-                command, capture_output=True, text=True, timeout=deadline.remaining, check=False
-            )
-        except (OSError, subprocess.TimeoutExpired) as err:
+            done = run(command, timeout=deadline.remaining)
+        except ToolError as err:
             raise BackupError(f"`{shlex.join(command)}` failed ({err}).") from err
         if done.returncode != 0:
             raise BackupError(
@@ -106,22 +104,16 @@ class Neo4jBackup:
             "--overwrite-destination=true",
         ]
         try:
-            done = subprocess.run(
-                command,
-                env=environment,
-                cwd=instance.home,
-                capture_output=True,
-                text=True,
-                timeout=max(deadline.remaining, 1.0),
-                check=False,
+            done = run(
+                command, env=environment, cwd=instance.home, timeout=max(deadline.remaining, 1.0)
             )
-        except subprocess.TimeoutExpired as err:
+        except ToolTimeout as err:
             raise BackupError(
                 f"the Neo4j dump did not finish within {deadline.seconds:g} s; raise "
                 "MAXY_OTA_BACKUP_TIMEOUT or free space on /data."
             ) from err
-        except OSError as err:
-            raise BackupError(f"cannot run neo4j-admin ({err.strerror}).") from err
+        except ToolMissing as err:
+            raise BackupError(f"cannot run neo4j-admin ({err}).") from err
         dump = target_dir / f"{DATABASE}.dump"
         if done.returncode != 0 or not dump.is_file():
             lines = [line for line in (done.stdout + done.stderr).splitlines() if line.strip()]

@@ -29,6 +29,7 @@ from typing import IO, BinaryIO, cast
 import httpx
 import zstandard
 
+from appliance.core.fsio import sha256_file
 from appliance.ota.errors import BundleError, ManifestError, PayloadError
 from appliance.ota.keys import TrustStore, key_id, load_private_key, load_public_key, public_pem
 from appliance.ota.keys import raw_public as raw_public_key
@@ -64,26 +65,17 @@ SUFFIX = ".maxyupdate"
 # --- making ------------------------------------------------------------------------------------
 
 
-def _sha256_file(path: Path) -> tuple[str, int]:
-    digest, size = hashlib.sha256(), 0
-    with path.open("rb") as handle:
-        while chunk := handle.read(CHUNK):
-            digest.update(chunk)
-            size += len(chunk)
-    return digest.hexdigest(), size
-
-
 def _compress(name: str, image: Path, out: Path) -> Payload:
     """zstd-compress a slot image; describe both forms."""
     if not image.is_file():
         raise BundleError(f"the {name} image {image} does not exist.")
-    sha, size = _sha256_file(image)
+    sha, size = sha256_file(image), image.stat().st_size
     if size == 0:
         raise BundleError(f"the {name} image {image} is empty.")
     compressor = zstandard.ZstdCompressor(level=ZSTD_LEVEL, threads=-1, write_checksum=True)
     with image.open("rb") as source, out.open("wb") as target:
         compressor.copy_stream(source, target, size=size)
-    compressed_sha, compressed_size = _sha256_file(out)
+    compressed_sha, compressed_size = sha256_file(out), out.stat().st_size
     return Payload(name, sha, size, compressed_sha, compressed_size)
 
 

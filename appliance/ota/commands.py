@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from appliance.config import Settings
+from appliance.core.config import Settings
 from appliance.ota import usb
 from appliance.ota.errors import OtaError, StateError
 from appliance.ota.layout import Slot
@@ -82,12 +82,12 @@ def status(settings: Settings, args: argparse.Namespace) -> int:
 
 def verify(settings: Settings, args: argparse.Namespace) -> int:
     """``maxy ota verify SOURCE``: check a bundle for this device without installing it."""
+    from appliance.core.version import build_info
     from appliance.ota import device
     from appliance.ota.bundle import verify_bundle
     from appliance.ota.card import Card
     from appliance.ota.firmware import detect_board
     from appliance.ota.state import OtaState
-    from appliance.version import build_info
 
     current = str(build_info()["version"])
     try:
@@ -140,20 +140,15 @@ def bundle(settings: Settings, args: argparse.Namespace) -> int:
 
 
 def _guarded(func: Any) -> Any:
-    """Turn an OtaError into one line on stderr (and an error line in JSON mode), exit 1."""
+    """In JSON progress mode an OtaError is also the last progress line (cli.py says FATAL)."""
 
     def run(settings: Settings, args: argparse.Namespace) -> int:
         try:
             code: int = func(settings, args)
         except OtaError as err:
-            log.error("[ota] op=%s FATAL kind=%s", args.ota_command, type(err).__name__)
             if getattr(args, "progress", None) == "json":
                 JsonLines(sys.stdout)("error", 0, 0, str(err))
-            print(f"maxy ota {args.ota_command}: {err}", file=sys.stderr)
-            return 1
-        except KeyboardInterrupt:
-            print(f"maxy ota {args.ota_command}: interrupted.", file=sys.stderr)
-            return 130
+            raise
         return code
 
     return run

@@ -20,7 +20,8 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from appliance.config import Settings
+from appliance.core.config import Settings
+from appliance.core.version import build_info
 from appliance.ota import autoboot, device
 from appliance.ota.card import Card
 from appliance.ota.device import BootView
@@ -30,7 +31,6 @@ from appliance.ota.keys import install_rotated_key
 from appliance.ota.layout import Slot, other
 from appliance.ota.progress import Progress
 from appliance.ota.state import OtaState, exclusive
-from appliance.version import build_info
 
 log = logging.getLogger(__name__)
 

@@ -11,11 +11,13 @@ from __future__ import annotations
 import logging
 import os
 import shlex
-import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from appliance.config import Settings
+from appliance.core.config import Settings
+from appliance.core.fsio import write_atomic
+from appliance.core.proc import ToolError, run
+from appliance.core.version import build_info
 from appliance.ota import autoboot
 from appliance.ota.autoboot import Autoboot
 from appliance.ota.card import Card
@@ -24,7 +26,6 @@ from appliance.ota.firmware import FirmwareState, read_firmware
 from appliance.ota.keys import TrustStore
 from appliance.ota.layout import Slot
 from appliance.ota.state import OtaState
-from appliance.version import build_info
 
 log = logging.getLogger(__name__)
 
@@ -92,11 +93,9 @@ def armed(param_file: Path) -> bool:
 
 def arm(param_file: Path) -> None:
     """Make the next reboot a trial boot (atomically: the file is whole or absent)."""
-    staging = param_file.with_name(f".{param_file.name}.tmp")
     try:
         param_file.parent.mkdir(parents=True, exist_ok=True)
-        staging.write_text(TRYBOOT_PARAM)
-        staging.replace(param_file)
+        write_atomic(param_file, TRYBOOT_PARAM)
     except OSError as err:
         raise StateError(
             f"cannot arm the trial boot in {param_file} ({err.strerror}); nothing boots the new "
@@ -125,15 +124,8 @@ def reboot(settings: Settings) -> None:
     command = shlex.split(settings.ota_reboot_command)
     log.info("[ota] op=reboot command=%r", settings.ota_reboot_command)
     try:
-        done = subprocess.run(
-            command,
-            capture_output=True,
-            text=True,
-            timeout=settings.ota_reboot_timeout,
-            check=False,
-            env=dict(os.environ),
-        )
-    except (OSError, subprocess.TimeoutExpired) as err:
+        done = run(command, timeout=settings.ota_reboot_timeout, env=os.environ)
+    except ToolError as err:
         raise StateError(
             f"the reboot command {settings.ota_reboot_command!r} failed ({err}); reboot the "
             "device yourself (`systemctl reboot`)."

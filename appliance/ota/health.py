@@ -20,8 +20,8 @@ from typing import Any
 
 import httpx
 
-from appliance.config import Settings
-from appliance.memory.guards import Caller
+from appliance.core.config import Settings
+from appliance.core.identity import Caller
 from appliance.ota.errors import HealthCheckFailed
 from appliance.ota.progress import Progress
 from appliance.rpc.client import RpcClient

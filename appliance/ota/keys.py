@@ -16,9 +16,8 @@ Trust comes from two directories, read at every use:
 
 from __future__ import annotations
 
-import hashlib
+import errno
 import logging
-import os
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,6 +26,7 @@ from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
+from appliance.core.fsio import sha256_hex, write_atomic, write_secret
 from appliance.ota.errors import SignatureError
 
 log = logging.getLogger(__name__)
@@ -41,7 +41,7 @@ def raw_public(key: Ed25519PublicKey) -> bytes:
 
 def key_id(key: Ed25519PublicKey) -> str:
     """The id manifests use for a public key."""
-    return hashlib.sha256(raw_public(key)).hexdigest()[:16]
+    return sha256_hex(raw_public(key))[:16]
 
 
 def public_pem(key: Ed25519PublicKey) -> str:
@@ -88,27 +88,18 @@ def load_public_key(path: Path) -> Ed25519PublicKey:
     return parse_public_pem(data, str(path))
 
 
-def _write_private(path: Path, data: bytes) -> None:
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    with os.fdopen(fd, "wb") as handle:
-        handle.write(data)
-
-
 def generate_key(private_out: Path) -> Path:
     """Write a new PEM private key (mode 0600) and its ``.pub`` next to it; return the .pub."""
     private = Ed25519PrivateKey.generate()
     private_out.parent.mkdir(parents=True, exist_ok=True)
-    _write_private(
-        private_out,
-        private.private_bytes(
-            serialization.Encoding.PEM,
-            serialization.PrivateFormat.PKCS8,
-            serialization.NoEncryption(),
-        ),
+    pem = private.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
     )
+    if not write_secret(private_out, pem, exclusive=True, private_dir=False):
+        raise FileExistsError(errno.EEXIST, "a key already exists there", str(private_out))
     stem = private_out.with_suffix("") if private_out.suffix in (".pem", ".key") else private_out
     public_out = stem.with_name(stem.name + PUBLIC_SUFFIX)
-    public_out.write_text(public_pem(private.public_key()))
+    write_atomic(public_out, public_pem(private.public_key()))
     log.info("[ota] op=keygen key_id=%s public=%s", key_id(private.public_key()), public_out)
     return public_out
 
@@ -186,10 +177,6 @@ def install_rotated_key(keys_dir: Path, public_key_pem: str) -> Path:
     target = keys_dir / f"{key_id(key)}{PUBLIC_SUFFIX}"
     if target.is_file() and target.read_text() == public_pem(key):
         return target
-    staging = target.with_name(f".{target.name}.tmp")
-    staging.write_text(public_pem(key))
-    with staging.open("rb") as handle:
-        os.fsync(handle.fileno())
-    staging.replace(target)
+    write_atomic(target, public_pem(key))
     log.info("[ota] op=key-rotated key_id=%s path=%s", key_id(key), target)
     return target

@@ -31,7 +31,6 @@ import argparse
 import contextlib
 import errno
 import fcntl
-import hashlib
 import json
 import logging
 import os
@@ -40,7 +39,6 @@ import secrets
 import stat
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -49,8 +47,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO, Any
 
-from appliance.config import Settings
-from appliance.logs import kv
+from appliance.core.config import Settings
+from appliance.core.fsio import sha256_file, write_atomic
+from appliance.core.logs import kv
 from appliance.ota.errors import OtaError
 
 log = logging.getLogger(__name__)
@@ -205,29 +204,7 @@ class Offer:
 def write_json_atomic(path: Path, data: Any, mode: int = 0o644) -> None:
     """Replace ``path`` with ``data`` as JSON: a reader sees the old file or the new, never half."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, temp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            json.dump(data, handle, indent=1, ensure_ascii=False)
-            handle.write("\n")
-            handle.flush()
-            os.fchmod(handle.fileno(), mode)
-            os.fsync(handle.fileno())
-        os.replace(temp, path)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(temp)
-        raise
-    fsync_dir(path.parent)
-
-
-def fsync_dir(folder: Path) -> None:
-    """Make a rename in ``folder`` durable."""
-    fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    write_atomic(path, json.dumps(data, indent=1, ensure_ascii=False) + "\n", mode=mode)
 
 
 def read_small_json(path: Path, limit: int) -> Any:
@@ -276,15 +253,6 @@ def save_offers(paths: UpdatePaths, offers: Sequence[Offer]) -> None:
 def find_offer(paths: UpdatePaths, offer_id: str) -> Offer | None:
     """The offer with this id, if recorded."""
     return next((o for o in load_offers(paths) if o.id == offer_id), None)
-
-
-def sha256_of(path: Path) -> str:
-    """The sha256 of a file, read in 1 MiB blocks."""
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        while block := handle.read(1024 * 1024):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def new_nonce() -> str:
@@ -364,13 +332,7 @@ class Run:
     def start_file(self, first: Mapping[str, Any]) -> None:
         """Replace progress.jsonl with this run's first line (readers follow the new file)."""
         self.paths.root.mkdir(parents=True, exist_ok=True)
-        fd, temp = tempfile.mkstemp(prefix=".progress.", dir=self.paths.root)
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(json.dumps(first, ensure_ascii=False) + "\n")
-            os.fchmod(handle.fileno(), 0o644)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(temp, self.paths.progress)
+        write_atomic(self.paths.progress, json.dumps(first, ensure_ascii=False) + "\n")
 
     def append(self, line: Mapping[str, Any]) -> None:
         """Append one line to progress.jsonl (one write: a reader never sees half a line)."""
@@ -444,7 +406,7 @@ def check_request(paths: UpdatePaths, request: Mapping[str, Any], now: float) ->
         )
     bundle = paths.bundle(offer)
     try:
-        actual = sha256_of(bundle)
+        actual = sha256_file(bundle)
     except OSError as err:
         raise RequestRefused(
             f"The copied update {bundle} cannot be read ({err.strerror}). "

@@ -32,6 +32,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from appliance.core.fsio import write_atomic
 from appliance.ota.errors import StateError
 
 log = logging.getLogger(__name__)
@@ -147,19 +148,9 @@ class OtaState:
     def save(self) -> None:
         """Replace state.json atomically."""
         target = self.directory / STATE_FILE
-        staging = self.directory / f".{STATE_FILE}.tmp"
         try:
             self.directory.mkdir(parents=True, exist_ok=True, mode=0o700)
-            with staging.open("w") as handle:
-                handle.write(json.dumps(self.doc, indent=2) + "\n")
-                handle.flush()
-                os.fsync(handle.fileno())
-            staging.replace(target)
-            fd = os.open(self.directory, os.O_RDONLY | os.O_DIRECTORY)
-            try:
-                os.fsync(fd)
-            finally:
-                os.close(fd)
+            write_atomic(target, json.dumps(self.doc, indent=2) + "\n")
         except OSError as err:
             raise StateError(
                 f"cannot write {target} ({err.strerror}); make the data directory writable "

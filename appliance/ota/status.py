@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from appliance.config import Settings
+from appliance.core.config import Settings
 from appliance.ota import autoboot, device
 from appliance.ota.card import Card
 from appliance.ota.errors import OtaError

@@ -36,12 +36,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from appliance.config import Settings
-from appliance.logs import kv
+from appliance.core.config import Settings
+from appliance.core.fsio import fsync_dir, sha256_hex
+from appliance.core.logs import kv
+from appliance.core.proc import ToolError, run
+from appliance.core.systemd import Notifier
 from appliance.ota import offers as offers_mod
 from appliance.ota.errors import OtaError
 from appliance.ota.offers import Offer, UpdatePaths
-from appliance.systemd import Notifier
 
 if TYPE_CHECKING:
     import pyudev
@@ -87,10 +89,8 @@ class Entry:
 def _run(args: Sequence[str], timeout: float = LIST_TIMEOUT_S) -> str:
     env = {**os.environ, **MTOOLS_ENV, "LC_ALL": "C"}
     try:
-        done = subprocess.run(
-            list(args), capture_output=True, text=True, timeout=timeout, env=env, check=False
-        )
-    except (OSError, subprocess.TimeoutExpired) as err:
+        done = run(args, timeout=timeout, env=env)
+    except ToolError as err:
         raise StickError(f"{args[0]} failed: {err}") from err
     if done.returncode != 0:
         detail = " ".join(done.stderr.split())[-300:]
@@ -101,14 +101,8 @@ def _run(args: Sequence[str], timeout: float = LIST_TIMEOUT_S) -> str:
 def filesystem_of(device: Path) -> str | None:
     """The filesystem type on ``device`` (a block device or an image file), None when none."""
     try:
-        done = subprocess.run(
-            ["blkid", "-p", "-o", "value", "-s", "TYPE", str(device)],
-            capture_output=True,
-            text=True,
-            timeout=LIST_TIMEOUT_S,
-            check=False,
-        )
-    except (OSError, subprocess.TimeoutExpired) as err:
+        done = run(["blkid", "-p", "-o", "value", "-s", "TYPE", device], timeout=LIST_TIMEOUT_S)
+    except ToolError as err:
         raise StickError(f"blkid cannot probe {device}: {err}") from err
     kind = done.stdout.strip()
     return kind or None
@@ -260,7 +254,7 @@ class Scanner:
         return found
 
     def _refused(self, entry: Entry, source: str, reason: str, sha256: str = "") -> Offer:
-        ident = sha256[:16] or hashlib.sha256(f"{entry.name}\0{entry.size}".encode()).hexdigest()
+        ident = sha256[:16] or sha256_hex(f"{entry.name}\0{entry.size}")
         return Offer(
             id=ident[:16],
             name=entry.name,
@@ -316,6 +310,7 @@ class Scanner:
         final = self.paths.incoming / f"{sha256[:16]}{SUFFIX}"
         os.chmod(temp, 0o644)
         os.replace(temp, final)
+        fsync_dir(final.parent)
         try:
             manifest = self.verify(final)
         except OSError as err:
@@ -455,9 +450,9 @@ class Watcher:
 
 def current_version(settings: Settings) -> str:
     """The committed version ``maxy ota apply`` will compare against (else this build's)."""
+    from appliance.core.version import build_info
     from appliance.ota.device import ota_dir
     from appliance.ota.state import OtaState
-    from appliance.version import build_info
 
     try:
         committed = OtaState.load(ota_dir(settings)).committed

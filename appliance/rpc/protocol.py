@@ -24,6 +24,16 @@ class RpcUnavailable(RpcError):
     """The server cannot be reached or did not answer in time."""
 
 
+class BadParams(ValueError):
+    """The params of a call are malformed: the one error a server answers ``bad-request``.
+
+    Raised by a method's request type when params do not fit it, and by a handler that finds a
+    parameter it cannot honour; any other exception in a handler is a bug (``internal``).
+    """
+
+    code = "bad-request"
+
+
 class RemoteError(RpcError):
     """The server answered with an error."""
 

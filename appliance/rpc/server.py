@@ -1,4 +1,9 @@
-"""Serve named async handlers over the frame protocol on a Unix socket."""
+"""Serve named async handlers over the frame protocol on a Unix socket.
+
+A handler's exception becomes the caller's error: one of the server's listed ``errors`` keeps
+its ``code``; :class:`~appliance.rpc.protocol.BadParams` is ``bad-request``; anything else is
+a bug, logged with its traceback and answered ``internal``.
+"""
 
 from __future__ import annotations
 
@@ -10,7 +15,7 @@ from contextvars import ContextVar
 from pathlib import Path
 from typing import Any
 
-from appliance.rpc.protocol import ProtocolError, encode_frame, read_frame
+from appliance.rpc.protocol import BadParams, ProtocolError, encode_frame, read_frame
 
 log = logging.getLogger(__name__)
 
@@ -51,10 +56,13 @@ class RpcServer:
             return {"id": request_id, "result": await handler(params)}
         except self.errors as err:
             return _error(request_id, getattr(err, "code", "error"), str(err))
-        except (KeyError, TypeError, ValueError) as err:
-            return _error(request_id, "bad-request", f"{method}: {type(err).__name__}: {err}")
+        except BadParams as err:
+            # The one explicit "your params are wrong": a KeyError or TypeError is a bug.
+            message = str(err) if str(err).startswith(f"{method}:") else f"{method}: {err}"
+            return _error(request_id, "bad-request", message)
         except Exception as err:
-            # A bug in a handler: log it loudly, and still answer so the caller does not hang.
+            # A bug in a handler: log it with its traceback, and still answer so the caller
+            # does not hang.
             log.exception("[rpc] op=call error=internal method=%s", method)
             return _error(request_id, "internal", f"{method} failed: {type(err).__name__}: {err}")
 
@@ -98,7 +106,7 @@ class RpcServer:
     async def serve(self, path: Path) -> asyncio.AbstractServer:
         """Listen on ``path`` (owner-only), replacing a stale socket file."""
         path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-        path.unlink(missing_ok=True)
+        path.unlink(missing_ok=True)  # noqa: ASYNC240 -- once, before the server listens
         server = await asyncio.start_unix_server(self._connection, path=str(path))
         os.chmod(path, 0o600)
         log.info("[rpc] op=listen socket=%s", path)

@@ -8,6 +8,7 @@
     ├── SessionAlive           409 session-alive
     ├── SessionNotLive         409 session-not-live
     ├── BadRequest             400 bad-request
+    ├── BodyTooLarge           413 too-large
     ├── CapRefused             429 specialist-cap-reached, operator-slots-reserved,
     │                              pty-cap-reached
     ├── ClaudeNotFound         503 claude-not-found
@@ -71,6 +72,13 @@ class BadRequest(SessionError):
 
     status = 400
     code = "bad-request"
+
+
+class BodyTooLarge(SessionError):
+    """The request body is larger than the manager reads."""
+
+    status = 413
+    code = "too-large"
 
 
 class CapRefused(SessionError):

@@ -11,65 +11,15 @@ open every ``manager_keepalive`` seconds (25 by default).
 from __future__ import annotations
 
 import asyncio
-import json
 from collections.abc import AsyncGenerator
 from typing import Any
 
 from starlette.requests import Request
-from starlette.types import Receive, Scope, Send
 
 from appliance.sessions.registry import Delta, Registry, Subscription
+from appliance.web.sse import EventStream, frame
 
 RETRY_MS = 1000
-
-
-def frame(event: str, event_id: str, data: Any) -> bytes:
-    """One SSE event."""
-    return f"event: {event}\nid: {event_id}\ndata: {json.dumps(data)}\n\n".encode()
-
-
-class EventStream:
-    """An SSE response that stops as soon as the client disconnects."""
-
-    def __init__(self, events: AsyncGenerator[bytes, None]) -> None:
-        self.events = events
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        await send(
-            {
-                "type": "http.response.start",
-                "status": 200,
-                "headers": [
-                    (b"content-type", b"text/event-stream; charset=utf-8"),
-                    (b"cache-control", b"no-store"),
-                    (b"x-accel-buffering", b"no"),
-                ],
-            }
-        )
-
-        async def pump() -> None:
-            async for chunk in self.events:
-                await send({"type": "http.response.body", "body": chunk, "more_body": True})
-
-        async def disconnected() -> None:
-            while (await receive())["type"] != "http.disconnect":
-                pass
-
-        tasks = [asyncio.ensure_future(pump()), asyncio.ensure_future(disconnected())]
-        try:
-            done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            for task in tasks:
-                task.cancel()
-            for task in tasks:
-                try:
-                    await task
-                except (asyncio.CancelledError, OSError):
-                    pass
-            await self.events.aclose()
-        for task in done:
-            if task is tasks[0] and not task.cancelled() and task.exception() is None:
-                await send({"type": "http.response.body", "body": b"", "more_body": False})
 
 
 async def _events(
@@ -83,18 +33,18 @@ async def _events(
         yield f"retry: {RETRY_MS}\n\n".encode()
         if snapshot is not None:
             last_id, rows = snapshot
-            yield frame("snapshot", last_id, {"rows": rows})
+            yield frame("snapshot", {"rows": rows}, last_id)
         else:
             assert backlog is not None
             for delta in backlog:
-                yield frame(delta.event, delta.id, delta.data)
+                yield frame(delta.event, delta.data, delta.id)
         while not subscription.overflowed:
             try:
                 delta = await asyncio.wait_for(subscription.queue.get(), keepalive)
             except TimeoutError:
                 yield b": keep-alive\n\n"
                 continue
-            yield frame(delta.event, delta.id, delta.data)
+            yield frame(delta.event, delta.data, delta.id)
     finally:
         registry.unsubscribe(subscription)
 

@@ -36,10 +36,10 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+from appliance.core.fsio import read_secret, write_secret
 from appliance.sessions import screen
 from appliance.sessions.errors import SpawnFailed
 from appliance.sessions.pty import PtyHandle
-from appliance.web.keyfiles import read_private, write_private
 
 log = logging.getLogger(__name__)
 
@@ -122,7 +122,7 @@ class ClaudeLogin:
 
     def connected(self) -> bool:
         """True when a token is stored."""
-        return read_private(self.token_path) is not None
+        return read_secret(self.token_path) is not None
 
     def status(self) -> dict[str, Any]:
         """The flow, as ``GET /claude`` shows it (no token, ever)."""
@@ -171,7 +171,7 @@ class ClaudeLogin:
             self.state = "waiting-for-code"
 
     def _captured(self, token: str) -> None:
-        write_private(self.token_path, (token + "\n").encode())
+        write_secret(self.token_path, (token + "\n").encode())
         self.state, self.message = "connected", None
         log.info("[sessions] op=claude-connected id=%s file=%s", self.id, self.token_path)
         handle = self.handle

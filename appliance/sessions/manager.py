@@ -14,13 +14,13 @@ import contextlib
 import logging
 import os
 import shutil
-import signal
 import time
 from collections.abc import Coroutine, Mapping
 from pathlib import Path
 from typing import Any
 
-from appliance.config import Settings
+from appliance.core.config import Settings
+from appliance.core.proc import escalate_async, signal_group, signal_process
 from appliance.sessions.caps import Caps, Slot
 from appliance.sessions.errors import (
     SessionAlive,
@@ -51,6 +51,7 @@ INPUT_ACK_TIMEOUT = 10.0
 AUDIT_INTERVAL = 60.0
 ORPHAN_POLL = 0.05
 OUTPUT_TAIL = 2000  # bytes of a failed start's output read for its cause
+ORPHAN_KILL_WAIT = 5.0  # seconds a SIGKILLed orphan gets to disappear
 
 
 class SessionManager:
@@ -303,36 +304,40 @@ class SessionManager:
             return None
         handle.stopping = True
         log.info("[sessions] op=stop id=%s pid=%s reason=%s", handle.session_id, handle.pid, reason)
-        handle.signal_group(signal.SIGTERM)
-        try:
-            await asyncio.wait_for(asyncio.shield(handle.exited), self.settings.stop_grace)
-            return "SIGTERM"
-        except TimeoutError:
-            log.warning(
-                "[sessions] op=stop-escalate id=%s pid=%s grace_s=%s",
-                handle.session_id,
-                handle.pid,
-                self.settings.stop_grace,
-            )
-            handle.signal_group(signal.SIGKILL)
-            await handle.exited
-            return "SIGKILL"
+
+        async def ended(timeout: float | None) -> bool:
+            try:
+                await asyncio.wait_for(asyncio.shield(handle.exited), timeout)
+            except TimeoutError:
+                log.warning(
+                    "[sessions] op=stop-escalate id=%s pid=%s grace_s=%s",
+                    handle.session_id,
+                    handle.pid,
+                    self.settings.stop_grace,
+                )
+                return False
+            return True
+
+        return await escalate_async(handle.signal_group, ended, self.settings.stop_grace, None)
 
     async def _stop_orphan(self, info: PidInfo) -> str:
         """Stop a live session no handle holds (left by an earlier manager)."""
         loop = asyncio.get_running_loop()
         group = os.getpgid(info.pid) == info.pid
-        for sig, wait in ((signal.SIGTERM, self.settings.stop_grace), (signal.SIGKILL, 5.0)):
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(info.pid, sig) if group else os.kill(info.pid, sig)
-            deadline = loop.time() + wait
-            while process_matches(info) and loop.time() < deadline:
+
+        async def ended(timeout: float | None) -> bool:
+            deadline = loop.time() + (timeout or 0.0)
+            # Another process: there is no event to wait on, only its /proc entry to poll.
+            while process_matches(info) and loop.time() < deadline:  # noqa: ASYNC110
                 await asyncio.sleep(ORPHAN_POLL)
-            if not process_matches(info):
-                for touched in sorted(self.registry.load_pid(info.pid)):
-                    self.registry.refresh(touched)
-                return signal.Signals(sig).name
-        return "SIGKILL"
+            return not process_matches(info)
+
+        send = signal_group(info.pid) if group else signal_process(info.pid)
+        how = await escalate_async(send, ended, self.settings.stop_grace, ORPHAN_KILL_WAIT)
+        if not process_matches(info):
+            for touched in sorted(self.registry.load_pid(info.pid)):
+                self.registry.refresh(touched)
+        return how
 
     async def stop(self, token: str) -> dict[str, Any]:
         """Stop a session; idempotent on an ended one. The transcript is kept."""

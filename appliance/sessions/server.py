@@ -42,15 +42,20 @@ from starlette.routing import Route, WebSocketRoute
 from starlette.types import ASGIApp
 from starlette.websockets import WebSocket
 
-from appliance.config import Settings, load_settings
-from appliance.sessions.errors import BadRequest, SessionError, TranscriptMissing
+from appliance.core.config import Settings, load_settings
+from appliance.core.resources import self_command
+from appliance.sessions.errors import BadRequest, BodyTooLarge, SessionError, TranscriptMissing
 from appliance.sessions.feed import feed_response
 from appliance.sessions.manager import SessionManager
 from appliance.sessions.spawn import Kind, SpawnRequest
 from appliance.sessions.terminal import terminal_endpoint
+from appliance.web import bodies
+from appliance.web.bodies import read_bounded
+from appliance.web.errors import error_response
 from appliance.web.unix_server import serve_unix
 
 log = logging.getLogger(__name__)
+MAX_BODY = 1024 * 1024  # bytes of a JSON request body (spawn parameters, typed input)
 
 NDJSON = "application/x-ndjson"
 MAX_INPUT = 64 * 1024
@@ -60,7 +65,7 @@ _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 
 def _error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, SessionError)
-    return JSONResponse(exc.to_json(), status_code=exc.status)
+    return error_response(exc.status, exc.code, str(exc), extra=exc.extra)
 
 
 def download_name(row: Mapping[str, Any]) -> str:
@@ -75,7 +80,12 @@ def _complete_lines(data: bytes) -> bytes:
 
 
 async def _json_body(request: Request) -> Any:
-    raw = await request.body()
+    try:
+        raw = await read_bounded(request, MAX_BODY)
+    except bodies.BodyTooLarge as err:
+        raise BodyTooLarge(
+            f"{err} Send less (input is typed text; spawn takes a few fields)."
+        ) from err
     if not raw:
         return {}
     try:
@@ -88,7 +98,6 @@ def create_app(
     settings: Settings | None = None, environ: Mapping[str, str] | None = None
 ) -> Starlette:
     """Build the manager app (Granian calls this as a factory)."""
-    from appliance.supervisor import self_command
 
     settings = settings or load_settings()
     logging.getLogger("watchfiles").setLevel(logging.WARNING)  # it logs every batch at INFO

@@ -41,13 +41,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from appliance.config import PERMISSION_MODES, Settings
-from appliance.memory.guards import Caller
-from appliance.resources import external_environ
+from appliance.core.config import PERMISSION_MODES, Settings
+from appliance.core.fsio import read_secret, write_atomic
+from appliance.core.identity import Caller
+from appliance.core.resources import external_environ
 from appliance.rpc.client import RpcClient
 from appliance.rpc.protocol import RpcError
 from appliance.sessions.errors import BadRequest, ClaudeNotFound
-from appliance.web.keyfiles import read_private
 
 log = logging.getLogger(__name__)
 
@@ -187,9 +187,7 @@ def find_claude(claude_bin: str, env: Mapping[str, str]) -> str:
 
 
 def _write_json(path: Path, data: Any) -> None:
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(data, indent=2) + "\n")
-    os.replace(tmp, path)
+    write_atomic(path, json.dumps(data, indent=2) + "\n")
 
 
 def _read_json(path: Path) -> dict[str, Any]:
@@ -326,7 +324,7 @@ class Spawner:
         argv += ["--resume", session_id] if request.resume else ["--session-id", session_id]
         env = dict(self.base_env)
         env.update(CLAUDE_CONFIG_DIR=str(self.config_dir), SESSION_ID=session_id)
-        token = read_private(self.token_path)
+        token = read_secret(self.token_path)
         if token is not None:
             env.pop("ANTHROPIC_API_KEY", None)
             env["CLAUDE_CODE_OAUTH_TOKEN"] = token

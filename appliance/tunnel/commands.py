@@ -25,11 +25,12 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from appliance.config import Settings
-from appliance.memory.guards import Caller
+from appliance.core.config import Settings
+from appliance.core.identity import Caller
+from appliance.core.proc import ToolError, run
 from appliance.rpc.client import RpcClient
 from appliance.rpc.protocol import RpcError
-from appliance.tunnel import CloudflaredError, ConfigError, TunnelError
+from appliance.tunnel import CloudflaredError, TunnelError
 from appliance.tunnel.config import (
     Role,
     check_hostname,
@@ -74,10 +75,8 @@ def _run(binary: str, settings: Settings, *args: str) -> str:
     """Run ``cloudflared tunnel --origincert … ARGS``; its output, or CloudflaredError."""
     command = [binary, "tunnel", "--origincert", str(_cert(settings)), *args]
     try:
-        done = subprocess.run(
-            command, capture_output=True, text=True, timeout=COMMAND_TIMEOUT, check=False
-        )
-    except (OSError, subprocess.TimeoutExpired) as err:
+        done = run(command, timeout=COMMAND_TIMEOUT)
+    except ToolError as err:
         raise CloudflaredError(f"could not run cloudflared tunnel {args[0]} ({err}).") from err
     output = done.stdout + done.stderr
     if done.returncode != 0:
@@ -320,39 +319,23 @@ def remove(settings: Settings, args: argparse.Namespace) -> int:
     return 0
 
 
-def _guarded(func: Any) -> Any:
-    """Turn a TunnelError into one line on stderr and exit status 1."""
-
-    def run(settings: Settings, args: argparse.Namespace) -> int:
-        try:
-            code: int = func(settings, args)
-        except TunnelError as err:
-            kind = "config" if isinstance(err, ConfigError) else "cloudflared"
-            log.error("[tunnel] op=%s FATAL kind=%s", args.tunnel_command, kind)
-            print(f"maxy tunnel {args.tunnel_command}: {err}", file=sys.stderr)
-            return 1
-        return code
-
-    return run
-
-
 def add_parsers(sub: Any) -> None:
     """Register ``tunnel`` on the ``maxy`` parser."""
     tunnel = sub.add_parser("tunnel", help="remote access through a Cloudflare tunnel")
     tunnel_sub = tunnel.add_subparsers(dest="tunnel_command", required=True)
     tunnel_sub.add_parser(
         "login", help="authorise cloudflared with your Cloudflare account"
-    ).set_defaults(func=_guarded(login))
+    ).set_defaults(func=login)
     make = tunnel_sub.add_parser("create", help="create the tunnel and its config.yml")
     make.add_argument("name")
-    make.set_defaults(func=_guarded(create))
+    make.set_defaults(func=create)
     path = tunnel_sub.add_parser("route", help="route a host name to Maxy with a role")
     path.add_argument("hostname")
     path.add_argument("--role", choices=["admin", "public"], required=True)
-    path.set_defaults(func=_guarded(route))
+    path.set_defaults(func=route)
     state = tunnel_sub.add_parser("status", help="the tunnel, its host names and connection")
     state.add_argument("--json", action="store_true")
-    state.set_defaults(func=_guarded(status))
+    state.set_defaults(func=status)
     drop = tunnel_sub.add_parser("remove", help="stop routing a host name, or delete the tunnel")
     drop.add_argument("hostname", nargs="?")
-    drop.set_defaults(func=_guarded(remove))
+    drop.set_defaults(func=remove)

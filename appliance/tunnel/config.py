@@ -22,14 +22,9 @@ from __future__ import annotations
 import io
 import json
 import logging
-import os
 import re
 import shutil
-import subprocess
-import tempfile
 import urllib.parse
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, cast
@@ -38,6 +33,8 @@ from ruamel.yaml import YAML
 from ruamel.yaml.comments import CommentedMap, CommentedSeq
 from ruamel.yaml.error import YAMLError
 
+from appliance.core.fsio import SECRET_MODE, ensure_private_dir, staged, write_secret
+from appliance.core.proc import ToolError, run
 from appliance.tunnel import CloudflaredError, ConfigError
 
 log = logging.getLogger(__name__)
@@ -237,32 +234,6 @@ def remove_route(doc: CommentedMap, hostname: str) -> bool:
     return False
 
 
-@contextmanager
-def _staged(path: Path, text: str, mode: int) -> Iterator[Path]:
-    """A temporary file with ``text`` beside ``path``; ``os.replace`` it to commit."""
-    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    fd, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    staged = Path(name)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.chmod(staged, mode)
-        yield staged
-    finally:
-        staged.unlink(missing_ok=True)
-
-
-def _commit(staged: Path, path: Path) -> None:
-    os.replace(staged, path)
-    directory = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(directory)  # the rename itself survives a power cut
-    finally:
-        os.close(directory)
-
-
 def cloudflared_path(binary: str) -> str | None:
     """The cloudflared executable (a name on PATH or a path), or None when not installed."""
     return shutil.which(binary)
@@ -271,14 +242,10 @@ def cloudflared_path(binary: str) -> str | None:
 def cloudflared_validate(binary: str, config: Path) -> None:
     """Run ``cloudflared tunnel ingress validate`` on ``config``; raise ConfigError if refused."""
     try:
-        done = subprocess.run(
-            [binary, "tunnel", "--config", str(config), "ingress", "validate"],
-            capture_output=True,
-            text=True,
-            timeout=VALIDATE_TIMEOUT,
-            check=False,
+        done = run(
+            [binary, "tunnel", "--config", config, "ingress", "validate"], timeout=VALIDATE_TIMEOUT
         )
-    except (OSError, subprocess.TimeoutExpired) as err:
+    except ToolError as err:
         raise CloudflaredError(f"could not run {binary} ({err}).") from err
     if done.returncode != 0:
         said = (done.stderr.strip() or done.stdout.strip()).splitlines()
@@ -292,10 +259,11 @@ def save(path: Path, doc: CommentedMap, cloudflared: str | None = None) -> list[
     checked = rules(doc)
     text = dumps(doc)
     parse(text)  # what we write must read back (a round-trip bug must not reach the disk)
-    with _staged(path, text, 0o600) as staged:
+    ensure_private_dir(path.parent)
+    with staged(path, text, mode=SECRET_MODE) as temp:
         if cloudflared is not None:
-            cloudflared_validate(cloudflared, staged)
-        _commit(staged, path)
+            cloudflared_validate(cloudflared, temp.path)
+        temp.commit()
     log.info("[tunnel] op=config-write path=%s rules=%d", path, len(checked))
     return checked
 
@@ -318,8 +286,7 @@ def load_roles(path: Path) -> dict[str, Role]:
 def save_roles(path: Path, roles: dict[str, Role]) -> None:
     """Write roles.json atomically."""
     text = json.dumps(dict(sorted(roles.items())), indent=2) + "\n"
-    with _staged(path, text, 0o600) as staged:
-        _commit(staged, path)
+    write_secret(path, text)
 
 
 def hostname_roles(config: Path, roles_file: Path) -> dict[str, Role]:

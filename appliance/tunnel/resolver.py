@@ -15,7 +15,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from appliance.config import Settings
+from appliance.core.config import Settings
 from appliance.tunnel import ConfigError
 from appliance.tunnel.config import check_hostname, hostname_roles
 

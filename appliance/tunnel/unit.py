@@ -11,7 +11,7 @@ import shlex
 from importlib.resources import files
 from string import Template
 
-from appliance.config import Settings
+from appliance.core.config import Settings
 
 
 def render_unit(

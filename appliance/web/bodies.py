@@ -1,4 +1,5 @@
-"""Request bodies: JSON only, read with a size limit, errors the client can act on."""
+"""Request bodies: read with a size limit (the one bounded reader), JSON, errors the client can
+act on. Used by the app's APIs and the session manager alike."""
 
 from __future__ import annotations
 
@@ -11,6 +12,27 @@ from appliance.web import csrf
 from appliance.web.errors import ApiError
 
 
+class BodyTooLarge(Exception):
+    """The body is (or says it is) larger than the limit; nothing past it was read."""
+
+    def __init__(self, limit: int) -> None:
+        super().__init__(f"The request body is larger than {limit} bytes.")
+        self.limit = limit
+
+
+async def read_bounded(request: Request, limit: int) -> bytes:
+    """The whole request body, or :class:`BodyTooLarge` once it passes ``limit`` bytes."""
+    declared = request.headers.get("content-length", "")
+    if declared.isdigit() and int(declared) > limit:
+        raise BodyTooLarge(limit)
+    received = bytearray()
+    async for chunk in request.stream():
+        received += chunk
+        if len(received) > limit:
+            raise BodyTooLarge(limit)
+    return bytes(received)
+
+
 async def json_body(
     request: Request, *, limit: int, what: str, too_large: ApiError | None = None
 ) -> Any:
@@ -18,13 +40,12 @@ async def json_body(
     and malformed JSON (400); ``what`` names the body in the messages ("the form", …)."""
     if not csrf.is_json(request.headers):
         raise ApiError(415, "json-required", f"Send {what} as JSON (application/json).")
-    received = bytearray()
-    async for chunk in request.stream():
-        received += chunk
-        if len(received) > limit:
-            raise too_large or ApiError(
-                413, "too-large", f"{what.capitalize()} is larger than {limit} bytes."
-            )
+    try:
+        received = await read_bounded(request, limit)
+    except BodyTooLarge as err:
+        raise too_large or ApiError(
+            413, "too-large", f"{what.capitalize()} is larger than {limit} bytes."
+        ) from err
     try:
         return json.loads(received)
     except ValueError as err:

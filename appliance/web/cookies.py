@@ -18,8 +18,6 @@ from __future__ import annotations
 
 import base64
 import binascii
-import hashlib
-import hmac
 import logging
 import re
 import secrets
@@ -27,7 +25,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from appliance.web.keyfiles import write_private
+from appliance.core.fsio import write_secret
+from appliance.web import signing
 
 log = logging.getLogger(__name__)
 
@@ -87,18 +86,10 @@ def issue(network: str, generation: int, *, now: float | None = None) -> Session
     )
 
 
-def _b64encode(data: bytes) -> str:
-    return base64.urlsafe_b64encode(data).rstrip(b"=").decode("ascii")
-
-
 def _b64decode(text: str) -> bytes:
     if not _B64.fullmatch(text):
         raise ValueError("not base64url")
     return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
-
-
-def _mac(key: bytes, payload: bytes) -> bytes:
-    return hmac.new(key, _MAC_DOMAIN + payload, hashlib.sha256).digest()
 
 
 def sign(key: bytes, session: Session) -> str:
@@ -114,7 +105,7 @@ def sign(key: bytes, session: Session) -> str:
         str(session.generation),
     )
     payload = "|".join(fields).encode("ascii")
-    return f"{_b64encode(payload)}.{_b64encode(_mac(key, payload))}"
+    return f"{signing.b64(payload)}.{signing.b64(signing.mac(key, _MAC_DOMAIN, payload))}"
 
 
 def _parse(payload: bytes) -> Session | None:
@@ -154,7 +145,7 @@ def verify(
     except (ValueError, binascii.Error):
         return None
     # Compare before parsing: nothing about an unsigned payload is looked at.
-    if not hmac.compare_digest(mac, _mac(key, payload)):
+    if not signing.same(mac, signing.mac(key, _MAC_DOMAIN, payload)):
         return None
     session = _parse(payload)
     if session is None or session.network != network:
@@ -169,7 +160,7 @@ def verify(
 
 def load_key(path: Path) -> bytes:
     """Return the cookie HMAC key, creating 32 random bytes (mode 0600) on first use."""
-    if not path.exists() and write_private(path, secrets.token_bytes(KEY_BYTES), exclusive=True):
+    if not path.exists() and write_secret(path, secrets.token_bytes(KEY_BYTES), exclusive=True):
         log.info("[auth] op=cookie-key-created path=%s", path)
     key = path.read_bytes()
     if len(key) != KEY_BYTES:
@@ -192,6 +183,6 @@ def read_generation(keys_dir: Path) -> int:
 def bump_generation(keys_dir: Path) -> int:
     """Increase the session generation by one, atomically; return the new value."""
     value = read_generation(keys_dir) + 1
-    write_private(keys_dir / GENERATION_FILE, f"{value}\n".encode())
+    write_secret(keys_dir / GENERATION_FILE, f"{value}\n".encode())
     log.info("[auth] op=generation-bumped generation=%s", value)
     return value

@@ -28,12 +28,12 @@ import secrets
 from dataclasses import dataclass
 from pathlib import Path
 
-from appliance.web.keyfiles import write_private
+from appliance.core.fsio import write_secret
 
 log = logging.getLogger(__name__)
 
 PIN_FILE = "admin-pin"
-REMOTE_PASSWORD_FILE = "remote-password"
+REMOTE_PASSWORD_FILE = "remote-password"  # noqa: S105 -- a file name, not a password
 PIN_DIGITS = (4, 12)
 REMOTE_PASSWORD_MIN = 10
 #: Longer input is refused before hashing (a form cannot hold a book).
@@ -156,14 +156,14 @@ class Credentials:
         """Store the PIN; with ``first``, refuse (:class:`AlreadySet`) if one exists."""
         validate_pin(pin)
         data = (hash_secret(pin) + "\n").encode("ascii")
-        if not write_private(self.pin_path, data, exclusive=first):
+        if not write_secret(self.pin_path, data, exclusive=first):
             raise AlreadySet("The admin PIN is already set. Log in, then change it in Settings.")
         log.info("[auth] op=pin-set first=%s", first)
 
     def set_remote_password(self, password: str) -> None:
         """Store (or replace) the remote password."""
         validate_remote_password(password)
-        write_private(self.remote_password_path, (hash_secret(password) + "\n").encode("ascii"))
+        write_secret(self.remote_password_path, (hash_secret(password) + "\n").encode("ascii"))
         log.info("[auth] op=remote-password-set")
 
     def check_pin(self, pin: str) -> bool:

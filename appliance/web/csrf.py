@@ -12,14 +12,12 @@
 
 from __future__ import annotations
 
-import base64
-import hashlib
-import hmac
 from urllib.parse import urlsplit
 
 from starlette.datastructures import Headers
 from starlette.requests import HTTPConnection
 
+from appliance.web import signing
 from appliance.web.client import client_of
 
 CSRF_HEADER = "x-maxy-csrf"
@@ -30,15 +28,14 @@ _DEFAULT_PORTS = {"http": 80, "https": 443, "ws": 80, "wss": 443}
 
 def token(key: bytes, session_id: str) -> str:
     """Return the CSRF token of a session."""
-    digest = hmac.new(key, _DOMAIN + session_id.encode("ascii"), hashlib.sha256).digest()
-    return base64.urlsafe_b64encode(digest[:_TOKEN_BYTES]).decode("ascii")
+    return signing.b64(signing.mac(key, _DOMAIN, session_id.encode("ascii"))[:_TOKEN_BYTES])
 
 
 def check(key: bytes, session_id: str, presented: str | None) -> bool:
     """Return whether ``presented`` is the session's CSRF token (constant-time)."""
     if not presented or len(presented) > 128 or not presented.isascii():
         return False
-    return hmac.compare_digest(presented.encode("ascii"), token(key, session_id).encode("ascii"))
+    return signing.same(presented, token(key, session_id))
 
 
 def _host_port(netloc: str) -> tuple[str, int | None] | None:

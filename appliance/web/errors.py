@@ -2,15 +2,34 @@
 
 Raise :class:`ApiError` from a route; :class:`ApiErrorMiddleware` (installed by the auth
 middleware list) is the one handler that renders it. Code that answers without raising (a
-middleware) calls :func:`error_response` and gets the same shape.
+middleware) calls :func:`error_response` and gets the same shape. An engine call that fails
+becomes an :class:`ApiError` through :func:`engine_error`, whose status comes from one table
+(:data:`ENGINE_STATUS`): the caller's mistake is 400, the engine unable to serve now is 503, a
+broken answer or an engine bug is 502.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
+from typing import Any
 
 from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
+
+from appliance.rpc.protocol import RemoteError, RpcError, RpcUnavailable
+
+# Engine error codes that are the caller's mistake; "internal" is the engine's own bug.
+ENGINE_STATUS: dict[str, int] = {
+    "bad-request": 400,
+    "write-rejected": 400,
+    "empty-text": 400,
+    "internal": 502,
+}
+ENGINE_UNAVAILABLE = (
+    "The memory engine is not answering ({err}). Start Maxy with `maxy run` (or the engine "
+    "alone with `maxy engine`), then try again."
+)
 
 
 class ApiError(Exception):
@@ -34,11 +53,21 @@ class ApiError(Exception):
         return error_response(self.status, self.code, self.message, self.headers)
 
 
+def error_body(code: str, message: str, **extra: Any) -> bytes:
+    """The one error body, ``{"code", "message", …}`` as compact JSON, for raw ASGI answers."""
+    body = {"code": code, "message": message, **extra}
+    return json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode()
+
+
 def error_response(
-    status: int, code: str, message: str, headers: Mapping[str, str] | None = None
+    status: int,
+    code: str,
+    message: str,
+    headers: Mapping[str, str] | None = None,
+    extra: Mapping[str, Any] | None = None,
 ) -> JSONResponse:
-    """Return the JSON error response ``{"code", "message"}`` with ``status``."""
-    response = JSONResponse({"code": code, "message": message}, status_code=status)
+    """Return the JSON error response ``{"code", "message", …extra}`` with ``status``."""
+    response = JSONResponse({"code": code, "message": message, **(extra or {})}, status_code=status)
     response.headers["cache-control"] = "no-store"
     for name, value in (headers or {}).items():
         response.headers[name] = value
@@ -69,3 +98,22 @@ class ApiErrorMiddleware:
             if started:
                 raise
             await err.response()(scope, receive, send)
+
+
+def engine_status(code: str) -> int:
+    """The HTTP status of an engine error code (503 for any the table does not name)."""
+    return ENGINE_STATUS.get(code, 503)
+
+
+def engine_error(err: RpcError | TimeoutError, unavailable: str | None = None) -> ApiError:
+    """The one translation of a failed engine call into an HTTP answer.
+
+    ``unavailable`` is the route's own message for an engine that does not answer (``{err}``
+    is replaced by what happened).
+    """
+    if isinstance(err, RpcUnavailable | TimeoutError):
+        message = (unavailable or ENGINE_UNAVAILABLE).replace("{err}", str(err))
+        return ApiError(503, "engine-unavailable", message)
+    if isinstance(err, RemoteError):
+        return ApiError(engine_status(err.code), err.code, str(err))
+    return ApiError(502, "engine-error", f"The engine sent a broken answer: {err}")

@@ -1,4 +1,6 @@
-"""Login throttling: per-client exponential backoff after failed logins, never a permanent ban.
+"""Rate limits: the login backoff and the sliding window of public messages, one module.
+
+Login throttling: per-client exponential backoff after failed logins, never a permanent ban.
 
 After the n-th failure in a row a client waits ``BASE_S * 2**(n-1)`` seconds (1, 2, 4 … capped
 at ``CAP_S``, five minutes) before its next attempt is even checked; attempts during the wait are
@@ -12,6 +14,9 @@ connects to the edge from 127.0.0.1, so "loopback" alone says nothing about who 
 The state is in memory only: restarting the app clears it (an attacker gains nothing from that,
 restarts are rare and slow). Memory is bounded: at most ``MAX_CLIENTS`` records are kept and the
 least recently failed one is dropped to make room.
+
+:class:`WindowLimiter` is the other policy: at most N events per address in a sliding window
+(the public chat's messages), memory bounded the same way.
 """
 
 from __future__ import annotations
@@ -19,7 +24,7 @@ from __future__ import annotations
 import logging
 import math
 import time
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -108,3 +113,27 @@ class Throttle:
     def succeeded(self, client: Client) -> None:
         """Forget ``client``'s failures after a successful login."""
         self._records.pop(client.ip, None)
+
+
+class WindowLimiter:
+    """At most ``limit`` events per address in a sliding window of ``window`` seconds."""
+
+    def __init__(self, limit: int, window: float, max_tracked: int = 10_000) -> None:
+        self.limit = limit
+        self.window = window
+        self.max_tracked = max_tracked
+        self._events: OrderedDict[str, deque[float]] = OrderedDict()
+
+    def retry_after(self, address: str, now: float | None = None) -> int:
+        """0 and count the event when allowed, else the seconds until the next is allowed."""
+        moment = time.monotonic() if now is None else now
+        events = self._events.setdefault(address, deque())
+        self._events.move_to_end(address)
+        while events and events[0] <= moment - self.window:
+            events.popleft()
+        if len(events) >= self.limit:
+            return max(1, math.ceil(events[0] + self.window - moment))
+        events.append(moment)
+        while len(self._events) > self.max_tracked:
+            self._events.popitem(last=False)
+        return 0

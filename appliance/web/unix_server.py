@@ -6,8 +6,8 @@ import logging
 import os
 from pathlib import Path
 
-from appliance.config import Settings
-from appliance.systemd import Notifier, http_probe, watch_granian
+from appliance.core.config import Settings
+from appliance.core.systemd import Notifier, http_probe, watch_granian
 
 log = logging.getLogger(__name__)
 
@@ -22,7 +22,7 @@ def serve_unix(
     """Serve ``factory`` (``module:function``) on ``sock`` (mode 0600) until SIGTERM/SIGINT.
 
     Under systemd the main process reports READY once ``GET /healthz`` on the socket gets an
-    answer, and feeds the watchdog while it keeps answering (see :mod:`appliance.systemd`).
+    answer, and feeds the watchdog while it keeps answering (see :mod:`appliance.core.systemd`).
     """
     from granian import Granian
     from granian.constants import Interfaces

@@ -27,7 +27,7 @@ from pathlib import Path
 import httpx
 from starlette.types import Message, Receive, Scope, Send
 
-from appliance.logs import kv
+from appliance.core.logs import kv
 
 log = logging.getLogger(__name__)
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from appliance.agents.anthropic_client import AnthropicClient
-from appliance.config import Settings, load_settings
+from appliance.core.config import Settings, load_settings
 from tests.fakes.anthropic_api import FakeAnthropic
 
 API_KEY = "sk-ant-test-0123456789abcdef"

@@ -12,7 +12,7 @@ import pytest
 from appliance.agents.anthropic_client import AnthropicClient
 from appliance.agents.errors import MalformedReply
 from appliance.agents.gateway import SYSTEM, Gateway, parse_verdict
-from appliance.config import Settings
+from appliance.core.config import Settings
 from tests.agents.conftest import API_KEY, agent_settings
 from tests.fakes.anthropic_api import FakeAnthropic, Reply
 

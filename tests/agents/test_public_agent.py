@@ -8,12 +8,12 @@ from typing import Any
 
 import pytest
 
-from appliance.accounts import Account
 from appliance.agents.anthropic_client import AnthropicClient
 from appliance.agents.errors import AgentConfigError, AnthropicError, NoApiKey
 from appliance.agents.gateway import passthrough, screen_locally
 from appliance.agents.public_agent import PublicAgent, Turn, knowledge_file, system_prompt
-from appliance.config import Settings
+from appliance.core.accounts import Account
+from appliance.core.config import Settings
 from tests.agents.conftest import agent_settings
 from tests.fakes.anthropic_api import FakeAnthropic, Reply
 

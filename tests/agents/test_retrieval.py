@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from appliance.agents.anthropic_client import AnthropicClient
+from appliance.agents.expansion import paraphraser
 from appliance.agents.public_agent import Turn
 from appliance.agents.retrieval import (
     CLASSIFIER_SYSTEM,
@@ -20,9 +21,8 @@ from appliance.agents.retrieval import (
     classify_query,
     make_expander,
 )
-from appliance.config import Settings
+from appliance.core.config import Settings
 from appliance.memory.search import Searcher, SearchRequest
-from appliance.memory.service import paraphraser
 from appliance.memory.write import WriteRequest
 from tests.agents.conftest import agent_settings
 from tests.fakes.anthropic_api import FakeAnthropic, Reply
@@ -217,8 +217,8 @@ def test_the_engine_plugs_the_expander_in_only_with_a_key(
 def test_the_engine_does_not_load_the_sdk_without_a_key(tmp_path: Path) -> None:
     code = (
         "import sys; from pathlib import Path\n"
-        "from appliance.config import load_settings\n"
-        "from appliance.memory.service import paraphraser\n"
+        "from appliance.core.config import load_settings\n"
+        "from appliance.agents.expansion import paraphraser\n"
         f"s = load_settings({{'MAXY_DATA_DIR': {str(tmp_path)!r}}},\n"
         "                  config_file=Path('/dev/null'))\n"
         "assert paraphraser(s) is None\n"

@@ -3,16 +3,15 @@
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from appliance.accounts import create_account, validate_account_id
 from appliance.agents import store
 from appliance.agents.errors import AgentConflict, InvalidAgentInput, NoSuchAgent
+from appliance.core.accounts import create_account, validate_account_id
 
 
 @pytest.fixture
@@ -222,16 +221,3 @@ def test_the_default_agent_is_written_to_account_json_keeping_other_keys(tmp_pat
     with pytest.raises(NoSuchAgent):
         store.set_default(accounts, account, agents_dir, "nobody")
     assert json.loads(path.read_text())["defaultAgent"] == "anna"
-
-
-def test_write_atomically_never_shows_a_partial_file(tmp_path: Path) -> None:
-    path = tmp_path / "IDENTITY.md"
-    path.write_text("before")
-    inode = os.stat(path).st_ino
-    store.write_atomically(path, "after")
-    assert path.read_text() == "after" and os.stat(path).st_ino != inode  # replaced, not rewritten
-    with pytest.raises(UnicodeEncodeError):
-        store.write_atomically(path, "\ud800")
-    assert path.read_text() == "after" and sorted(p.name for p in tmp_path.iterdir()) == [
-        "IDENTITY.md"
-    ]

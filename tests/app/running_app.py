@@ -19,7 +19,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.conftest import Env, Process, wait_until
+from tests.support.processes import Env, Process, wait_until
 
 BASE_URL = "http://maxy.local:19200"
 HOST = "maxy.local:19200"

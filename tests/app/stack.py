@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -17,12 +16,21 @@ from typing import Any
 
 import httpx
 
-from appliance.accounts import create_account
-from appliance.memory.guards import Caller
+from appliance.core.accounts import create_account
+from appliance.core.identity import Caller
 from appliance.rpc.client import RpcClient
 from appliance.rpc.protocol import RpcError
 from tests.app.running_app import raw_request
-from tests.conftest import Env, Neo4jServer, Process, base_environ, free_port, maxy, wait_until
+from tests.support.processes import (
+    Env,
+    Neo4jServer,
+    Process,
+    base_environ,
+    free_port,
+    maxy,
+    runtime_dir,
+    wait_until,
+)
 
 BASE_URL = "http://maxy.local:19200"
 PIN = "482613"
@@ -30,7 +38,7 @@ PIN = "482613"
 
 def make_env(neo4j: Neo4jServer, data: Path, brand: str = "Maxy", **extra: str) -> Env:
     """Settings for maxy child processes, with one account branded ``brand``."""
-    runtime = Path(tempfile.mkdtemp(prefix="maxy-run-", dir="/tmp"))
+    runtime = runtime_dir("maxy-run-")
     account = create_account(data / "accounts", "Test Owner", product_name=brand)
     env = base_environ()
     env.update(

@@ -24,9 +24,9 @@ from appliance.memory.graph import Graph
 from tests.app import test_browser as shell_tests
 from tests.app.sessions_stack import start_manager
 from tests.app.stack import Stack, make_env, running_stack
-from tests.conftest import Neo4jServer, wait_until
 from tests.sessions.conftest import DOUBLE
 from tests.sessions.test_spawn import option
+from tests.support.processes import Neo4jServer, wait_until
 
 pytestmark = pytest.mark.timeout(300)
 

@@ -18,13 +18,13 @@ from typing import Any
 import httpx
 import pytest
 
+from appliance.core.identity import Caller
 from appliance.memory.graph import Graph
-from appliance.memory.guards import Caller
 from appliance.rpc.client import RpcClient
 from appliance.rpc.protocol import RemoteError
 from tests.app.running_app import edge_headers
 from tests.app.stack import Stack, make_env, running_stack
-from tests.conftest import Neo4jServer, maxy, wait_until
+from tests.support.processes import Neo4jServer, maxy, wait_until
 
 BRAND = "Gardenia"
 PUBLIC = edge_headers("external", "203.0.113.9", "public")

@@ -19,8 +19,8 @@ from tests.app.running_app import chromium
 from tests.app.stack import PIN, Stack, make_env, running_stack
 from tests.app.test_browser import PUBLIC_HOST, PUBLIC_HOST_RULE, edge_url, screenshot
 from tests.app.test_chat_browser import verdict
-from tests.conftest import Neo4jServer, wait_until
 from tests.fakes.anthropic_api import FakeAnthropic, Reply
+from tests.support.processes import Neo4jServer, wait_until
 
 GATEWAY = "claude-haiku-4-5"
 AGENT = "claude-sonnet-4-6"

@@ -18,7 +18,7 @@ import pytest
 
 from appliance.web import cookies
 from tests.app.running_app import HOST, RunningApp, edge_headers, start_app
-from tests.conftest import Env
+from tests.support.processes import Env
 
 PIN = "482913"
 REMOTE_PASSWORD = "correct horse battery"

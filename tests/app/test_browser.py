@@ -17,7 +17,7 @@ import pytest
 
 from tests.app.running_app import chromium
 from tests.app.stack import PIN, Stack, add_agent, make_env, running_stack
-from tests.conftest import REPO, Neo4jServer, wait_until
+from tests.support.processes import REPO, Neo4jServer, wait_until
 
 # A request for the public host name reaches the edge on loopback, Host header intact.
 PUBLIC_HOST_RULE = "--host-resolver-rules=MAP public.test 127.0.0.1"

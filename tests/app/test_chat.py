@@ -18,12 +18,13 @@ import httpx
 import pytest
 
 from appliance.app.chat import RATE_LIMIT, VISITOR_COOKIE
-from appliance.memory.guards import Caller
+from appliance.core.identity import Caller
 from appliance.rpc.client import RpcClient
 from tests.app.running_app import edge_headers
 from tests.app.stack import Stack, add_agent, make_env, running_stack
-from tests.conftest import Neo4jServer, wait_until
 from tests.fakes.anthropic_api import FakeAnthropic, Reply
+from tests.support import sse
+from tests.support.processes import Neo4jServer, wait_until
 
 GATEWAY = "claude-haiku-4-5"
 AGENT = "claude-sonnet-4-6"
@@ -87,12 +88,7 @@ def stack(
 
 def events(answer: httpx.Response) -> list[tuple[str, dict[str, Any]]]:
     """Parse a finished SSE body into (event, data) pairs."""
-    found = []
-    for block in answer.text.split("\n\n"):
-        lines = dict(line.split(": ", 1) for line in block.splitlines() if ": " in line)
-        if "event" in lines:
-            found.append((lines["event"], json.loads(lines["data"])))
-    return found
+    return [(event.event, event.data) for event in sse.parse(answer.text)]
 
 
 def send(client: httpx.Client, text: str, slug: str = "anna") -> list[tuple[str, dict[str, Any]]]:

@@ -19,8 +19,8 @@ from appliance.app.chat import VISITOR_COOKIE
 from tests.app.running_app import chromium
 from tests.app.stack import Stack, add_agent, make_env, running_stack
 from tests.app.test_browser import PUBLIC_HOST_RULE, edge_url, screenshot
-from tests.conftest import Neo4jServer, wait_until
 from tests.fakes.anthropic_api import FakeAnthropic, Reply
+from tests.support.processes import Neo4jServer, wait_until
 
 GATEWAY = "claude-haiku-4-5"
 AGENT = "claude-sonnet-4-6"

@@ -18,7 +18,7 @@ from tests.app import test_browser as shell_tests
 from tests.app.running_app import chromium
 from tests.app.sessions_stack import sessions_stack
 from tests.app.stack import PIN, Stack
-from tests.conftest import real_claude
+from tests.support.processes import real_claude
 
 CLAUDE = real_claude()
 

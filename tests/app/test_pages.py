@@ -13,7 +13,7 @@ import pytest
 from appliance.app.pages import SECTIONS
 from tests.app.running_app import edge_headers, raw_request
 from tests.app.stack import Stack, add_agent, make_env, running_stack
-from tests.conftest import Neo4jServer
+from tests.support.processes import Neo4jServer
 
 BRAND = "Acme Home"
 BREAKDOWN = re.compile(r"^vector [01]\.\d\d · bm25 [01]\.\d\d · combined \d\.\d\d$")

@@ -15,11 +15,12 @@ import httpx
 import pytest
 
 from appliance.app.chat import UNAVAILABLE, VISITOR_COOKIE
+from appliance.core.fsio import write_secret
 from appliance.sessions.spawn import DENIED_TOOLS
-from appliance.web.keyfiles import write_private
-from tests.app.sessions_stack import sessions_stack, sse_events
+from tests.app.sessions_stack import sessions_stack
 from tests.app.stack import Stack, add_agent
 from tests.sessions.test_spawn import option
+from tests.support.sse import sse_events
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -39,7 +40,7 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
 @pytest.fixture
 def connected(stack: Stack) -> Iterator[None]:
     """Claude connected (the token Connect Claude stores), no API key."""
-    write_private(stack.env.settings.claude_token_path, (TOKEN + "\n").encode())
+    write_secret(stack.env.settings.claude_token_path, (TOKEN + "\n").encode())
     yield
     stack.env.settings.claude_token_path.unlink(missing_ok=True)
 

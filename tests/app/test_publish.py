@@ -6,7 +6,7 @@ import json
 import subprocess
 from pathlib import Path
 
-from tests.conftest import Env, maxy
+from tests.support.processes import Env, maxy
 
 
 def publish(env: Env, *args: str) -> subprocess.CompletedProcess[str]:
@@ -52,6 +52,7 @@ def test_the_public_url_comes_from_the_resolver(maxy_env: Env, tmp_path: Path) -
 
 def test_bad_names_and_missing_folders_are_one_clear_line(maxy_env: Env, tmp_path: Path) -> None:
     bad = publish(maxy_env, str(tmp_path), "--name", "../etc")
-    assert bad.returncode == 1 and bad.stderr.startswith("[sites] FATAL '../etc' cannot name")
+    assert bad.returncode == 1
+    assert bad.stderr.startswith("[sites] FATAL PublishError: '../etc' cannot name")
     missing = publish(maxy_env, str(tmp_path / "nope"))
     assert missing.returncode == 1 and "is not a folder" in missing.stderr

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from tests.app.running_app import RunningApp, TcpToUnix, chromium, start_app
-from tests.conftest import Env
+from tests.support.processes import Env
 
 PIN = "271828"
 BANNER = "Your admin session was renewed in another tab. Click to reload."

@@ -22,9 +22,10 @@ from websockets.exceptions import ConnectionClosed, InvalidStatus
 
 from appliance.app.sessions import request_headers
 from tests.app.running_app import BASE_URL, HOST, edge_headers
-from tests.app.sessions_stack import Event, sessions_env, sse_events, start_manager
+from tests.app.sessions_stack import sessions_env, start_manager
 from tests.app.stack import Stack, running_stack
-from tests.conftest import wait_until
+from tests.support.processes import wait_until
+from tests.support.sse import Event, sse_events
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(60)]
 

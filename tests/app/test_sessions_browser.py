@@ -19,7 +19,7 @@ from tests.app import test_browser as shell_tests
 from tests.app.running_app import edge_headers
 from tests.app.sessions_stack import sessions_env, start_manager
 from tests.app.stack import Stack, running_stack
-from tests.conftest import Process, wait_until
+from tests.support.processes import Process, wait_until
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -20,7 +20,7 @@ from tests.app.traversal import (
     build_traversal_tree,
     traversal_paths,
 )
-from tests.conftest import Env
+from tests.support.processes import Env
 
 HTML_CSP = "default-src 'self' https: data:; script-src 'none'"
 
@@ -233,7 +233,7 @@ def test_the_traversal_corpus_never_leaks_through_the_edge(
     tree and are served: a 200 must carry exactly the bytes of a regular file under the root.
     """
     from tests.app.stack import running_stack
-    from tests.conftest import wait_until
+    from tests.support.processes import wait_until
 
     root = build_traversal_tree(maxy_env.settings.data_dir, maxy_env.account_id)
     inside = {

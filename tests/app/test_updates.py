@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import queue
-import tempfile
 import threading
 from collections.abc import Iterator, Mapping
 from pathlib import Path
@@ -18,12 +17,13 @@ from typing import Any
 import httpx
 import pytest
 
-from appliance.accounts import create_account
+from appliance.core.accounts import create_account
 from appliance.ota import offers
 from appliance.ota.offers import Offer, Run, UpdatePaths
 from appliance.web import cookies
 from tests.app.running_app import RunningApp, edge_headers, start_app
-from tests.conftest import Env, base_environ, free_port
+from tests.support import sse
+from tests.support.processes import Env, base_environ, free_port, runtime_dir
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -38,7 +38,7 @@ SHA_BAD = "b2" * 32
 
 def updates_env(root: Path, **extra: str) -> Env:
     """Settings for an app (and edge) with one account and no Neo4j."""
-    runtime = Path(tempfile.mkdtemp(prefix="maxy-run-", dir="/tmp"))
+    runtime = runtime_dir("maxy-run-")
     account = create_account(root / "data" / "accounts", "Test Owner")
     env = base_environ()
     env.update(
@@ -367,17 +367,9 @@ def test_the_outcome_of_a_rolled_back_update_is_told_in_a_sentence(app: RunningA
 
 def read_events(response: httpx.Response, out: queue.Queue[tuple[str, Any]]) -> None:
     """Put each SSE event of a streamed response on ``out`` as (event, data)."""
-    event, data = "message", []
     try:
-        for line in response.iter_lines():
-            if line == "":
-                if data:
-                    out.put((event, json.loads("\n".join(data))))
-                event, data = "message", []
-            elif line.startswith("event:"):
-                event = line.partition(":")[2].strip()
-            elif line.startswith("data:"):
-                data.append(line.partition(":")[2].strip())
+        for event in sse.events(response.iter_lines()):
+            out.put((event.event, event.data))
     except httpx.HTTPError:
         pass
 

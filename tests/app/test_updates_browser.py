@@ -21,10 +21,10 @@ from appliance.ota.usb import scanner_from_settings
 from tests.app import test_browser as shell_tests
 from tests.app.stack import Stack, running_stack
 from tests.app.test_updates import updates_env
-from tests.conftest import maxy, wait_until
 from tests.ota import cards
 from tests.ota.cards import make_device, make_signer, slot_images, trust
 from tests.ota.sticks import fat_stick
+from tests.support.processes import maxy, wait_until
 
 pytestmark = pytest.mark.timeout(240)
 

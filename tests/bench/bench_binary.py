@@ -33,7 +33,7 @@ import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # `tests` as a package
 
-from tests.conftest import REPO, base_environ, free_port
+from tests.support.processes import REPO, base_environ, free_port
 
 ONEFILE = Path(os.environ.get("MAXY_BINARY", REPO / "dist" / "maxy"))
 ONEDIR = REPO / "dist" / "maxy-onedir" / "maxy"

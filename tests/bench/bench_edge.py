@@ -34,9 +34,9 @@ from typing import Any
 
 import httpx
 
-from appliance.accounts import create_account
-from appliance.config import load_settings
-from appliance.graphdb.instance import stop_process_group
+from appliance.core.accounts import create_account
+from appliance.core.config import load_settings
+from appliance.core.proc import stop_group
 
 REPO = Path(__file__).resolve().parent.parent.parent
 REQUESTS, WARMUP, BLOCK = 3000, 300, 100
@@ -65,7 +65,7 @@ def started(args: list[str], env: dict[str, str], log: Path) -> Iterator[subproc
         try:
             yield proc
         finally:
-            stop_process_group(proc, 10)
+            stop_group(proc, 10)
 
 
 def wait_for(check: Callable[[], bool], what: str, log: Path, timeout: float = 30) -> None:

@@ -37,12 +37,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from appliance.config import Settings, load_settings
+from appliance.core.config import Settings, load_settings
+from appliance.core.identity import Caller
 from appliance.graphdb.instance import Neo4jInstance, running
 from appliance.memory.embedder import Embedder
 from appliance.memory.errors import WriteRejected
 from appliance.memory.graph import Graph
-from appliance.memory.guards import Caller
 from appliance.memory.hits import Candidate
 from appliance.memory.ingest import Ingester, IngestRequest
 from appliance.memory.schema import apply_schema

@@ -30,11 +30,12 @@ from typing import Any
 
 import numpy as np
 
-from appliance.config import load_settings
+from appliance.core.config import load_settings
+from appliance.core.identity import Caller
 from appliance.graphdb.instance import Neo4jInstance, running
 from appliance.memory.embedder import Embedder, Vector
 from appliance.memory.graph import Graph
-from appliance.memory.guards import Caller, guard, guard_after_search
+from appliance.memory.guards import guard, guard_after_search
 from appliance.memory.lucene import keyword_query
 from appliance.memory.schema import apply_schema
 from appliance.memory.search import FULLTEXT_INDEX, Searcher, SearchRequest

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import REPO
+from tests.support.processes import REPO
 
 DIST = REPO / "dist" / "maxy"
 # What the binary is made of; editing any of it makes dist/maxy stale.

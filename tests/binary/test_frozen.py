@@ -11,7 +11,6 @@ import shutil
 import socket
 import subprocess
 import sys
-import tempfile
 import tomllib
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -22,7 +21,15 @@ import httpx
 import pytest
 from mcp import ClientSession, StdioServerParameters, stdio_client
 
-from tests.conftest import REPO, Process, base_environ, free_port, get_health, wait_until
+from tests.support.processes import (
+    REPO,
+    Process,
+    base_environ,
+    free_port,
+    get_health,
+    runtime_dir,
+    wait_until,
+)
 
 pytestmark = pytest.mark.slow
 
@@ -46,7 +53,7 @@ def fresh_env(binary: Path, base: Path) -> dict[str, str]:
     env.update(
         MAXY_DATA_DIR=str(data),
         # Unix socket paths are short (107 bytes): keep the runtime dir near the root.
-        MAXY_RUNTIME_DIR=tempfile.mkdtemp(prefix="maxy-bin-", dir="/tmp"),
+        MAXY_RUNTIME_DIR=str(runtime_dir("maxy-bin-")),
         MAXY_HOST="127.0.0.1",
         MAXY_PORT=str(free_port()),
         MAXY_NEO4J_URI=f"bolt://127.0.0.1:{free_port()}",

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import REPO
+from tests.support.processes import REPO
 
 LIST = REPO / "build" / "system-packages.txt"
 AS_NOBODY = ("setpriv", "--reuid=65534", "--regid=65534", "--clear-groups")

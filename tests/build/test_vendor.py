@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import REPO
+from tests.support.processes import REPO
 
 VENDOR = REPO / "build" / "vendor.py"
 MANIFEST = REPO / "build" / "vendor.json"

@@ -12,7 +12,6 @@ import shutil
 import signal
 import socket
 import sys
-import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -22,9 +21,9 @@ from typing import Any
 import httpx
 import pytest
 
-from appliance.accounts import create_account
-from appliance.config import load_settings
-from tests.conftest import Process, base_environ, free_port, maxy, wait_until
+from appliance.core.accounts import create_account
+from appliance.core.config import load_settings
+from tests.support.processes import Process, base_environ, free_port, maxy, runtime_dir, wait_until
 
 ADMIN_HOST = "admin.example.test"
 PUBLIC_HOST = "public.example.test"
@@ -110,7 +109,7 @@ def edge_stack(
 ) -> Iterator[Stack]:
     """The test upstream on the app's socket and a real `maxy edge` in front of it."""
     # Unix socket paths are short (107 bytes): keep the runtime dir near the root.
-    runtime = Path(tempfile.mkdtemp(prefix="maxy-edge-", dir="/tmp"))
+    runtime = runtime_dir("maxy-edge-")
     account = create_account(home / "data" / "accounts", owner, product_name=brand)
     env = base_environ()
     env.update(

@@ -9,7 +9,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.conftest import Env, get_health, maxy, wait_until
+from tests.support.processes import Env, get_health, maxy, wait_until
 
 
 def healthy(port: int) -> bool:

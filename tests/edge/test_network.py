@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from appliance.config import load_settings
+from appliance.core.config import load_settings
 from appliance.edge.network import (
     Policy,
     classify,

@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from appliance.config import load_settings
+from appliance.core.config import load_settings
 from appliance.graphdb.errors import DistributionMissing, PasswordMismatch
 from appliance.graphdb.instance import Neo4jInstance, distribution_dir, verify_distribution
-from tests.conftest import base_environ, free_port, maxy
+from tests.support.processes import base_environ, free_port, maxy
 
 
 def run(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:

@@ -61,6 +61,7 @@ def test_major_version_from_the_release_file(tmp_path: Path, version: str, major
     assert java_major(jdk(tmp_path / "jdk", version)) == major
 
 
+@pytest.mark.slow  # runs a fake `java -version` (a process)
 @pytest.mark.parametrize(
     ("output", "major"),
     [
@@ -79,6 +80,7 @@ def test_major_version_from_java_dash_version_without_a_release_file(
     assert java_major(home) == major
 
 
+@pytest.mark.slow  # runs a fake `java -version` (a process)
 def test_release_file_without_a_version_falls_back_to_running_java(tmp_path: Path) -> None:
     home = make_home(
         tmp_path / "jdk",
@@ -98,6 +100,7 @@ def test_a_folder_without_bin_java_is_not_a_runtime(tmp_path: Path, kind: str) -
     assert java_major(home) is None
 
 
+@pytest.mark.slow  # runs a fake `java -version` (a process)
 def test_a_non_executable_java_without_release_file_is_not_a_runtime(tmp_path: Path) -> None:
     home = make_home(tmp_path / "jdk", version_output='openjdk version "21"')
     (home / "bin" / "java").chmod(0o644)

@@ -32,7 +32,7 @@ import pytest
 from image import build as image_build
 from image.errors import NeedsRoot, ToolMissing
 from image.tools import copy_out, sfdisk_read
-from tests.conftest import REPO
+from tests.support.processes import REPO
 
 CACHE = Path(os.environ.get("MAXY_CACHE_DIR", "~/.cache/maxy")).expanduser()
 PRESET = Path(__file__).with_name("preset.json")

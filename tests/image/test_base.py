@@ -13,8 +13,8 @@ import pytest
 from image import base
 from image.errors import InputMissing
 from image.inputs import check_preset
-from tests.conftest import REPO
 from tests.image.conftest import unprivileged
+from tests.support.processes import REPO
 
 
 def test_the_mirror_is_read_from_deb822_sources_skipping_security(tmp_path: Path) -> None:

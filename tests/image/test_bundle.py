@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import hashlib
 from pathlib import Path
 
 import pytest
 import zstandard
 
+from appliance.core.fsio import sha256_file
 from appliance.ota.bundle import BundleReader, open_source, verify_bundle
 from appliance.ota.errors import SignatureError
 from appliance.ota.keys import TrustStore, generate_key
@@ -29,14 +29,6 @@ def trust_dir(card: Card, into: Path) -> Path:
     return into
 
 
-def sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
 def test_the_bundle_verifies_with_the_cards_trust_root(card: Card, tmp_path: Path) -> None:
     trust = TrustStore.load([trust_dir(card, tmp_path / "trust")])
     boards = card.record["boards"]
@@ -55,9 +47,11 @@ def test_the_bundle_payloads_are_the_cards_slot_images(card: Card) -> None:
         raw, _signature = BundleReader(stream, str(card.bundle)).signed_manifest()
     payloads = parse_manifest(raw).payloads
     for slot in ("a", "b"):
-        assert payloads[f"boot_{slot}"].sha256 == sha256(card.parts[f"boot_{slot}"])
+        assert payloads[f"boot_{slot}"].sha256 == sha256_file(card.parts[f"boot_{slot}"])
         assert payloads[f"boot_{slot}"].size == card.parts[f"boot_{slot}"].stat().st_size
-    assert payloads["root"].sha256 == sha256(card.parts["root_a"]) == card.region_sha256("root_b")
+    assert (
+        payloads["root"].sha256 == sha256_file(card.parts["root_a"]) == card.region_sha256("root_b")
+    )
     assert payloads["root"].size == card.parts["root_a"].stat().st_size
 
 

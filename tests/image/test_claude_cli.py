@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
+from appliance.core.fsio import sha256_file
 from image import overlay
 from image.build import _image_env
 from image.errors import InputMissing
 from image.inputs import CLAUDE_TESTED, ELF_MACHINE, claude_cli, elf_machine
-from image.tools import sha256_file
 from tests.image.conftest import CACHE
 
 pytestmark = pytest.mark.timeout(1800)

@@ -26,14 +26,14 @@ from pathlib import Path
 import httpx
 import pytest
 
-from appliance.config import load_settings
+from appliance.core.config import load_settings
 from appliance.ota.apply import apply_update
 from appliance.ota.layout import BOOT_A, BOOT_B, ROOT_A, ROOT_B, partuuid
 from appliance.ota.progress import Silent
 from image import build as image_build
 from image.tools import ext4_list, ext4_read
-from tests.conftest import base_environ
 from tests.image.conftest import CACHE, PRESET, Card, report
+from tests.support.processes import base_environ
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(3600)]
 

@@ -14,7 +14,7 @@ import pytest
 from appliance.web import cookies
 from appliance.web.credentials import Credentials
 from image.tools import fat_list, make_fat
-from tests.conftest import REPO
+from tests.support.processes import REPO
 
 ROOTFS = REPO / "image" / "rootfs"
 SCRIPT = ROOTFS / "usr" / "lib" / "maxy" / "reset-pin"

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from appliance.config import SETTINGS, load_settings
+from appliance.core.config import SETTINGS, load_settings
 from appliance.graphdb.java import required_java_major
 from appliance.ota.keys import key_id, parse_public_pem
 from image import overlay

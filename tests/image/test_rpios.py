@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pytest
 
-from appliance.config import load_settings
+from appliance.core.config import load_settings
 from image import disk
 from image.inputs import java_wheel
 from image.tools import (
@@ -38,8 +38,8 @@ from image.tools import (
     make_fat,
     sfdisk_read,
 )
-from tests.conftest import REPO
 from tests.image.conftest import CACHE, split, unprivileged
+from tests.support.processes import REPO
 
 pytestmark = pytest.mark.timeout(1800)
 

@@ -36,11 +36,15 @@ from typing import Any
 
 import pytest
 
-from appliance.accounts import create_account
-from appliance.version import __version__
+from appliance.core.accounts import create_account
+from appliance.core.version import __version__
 from tests.app.running_app import chromium
 from tests.app.test_browser import screenshot
-from tests.conftest import (
+from tests.fakes.anthropic_api import FakeAnthropic, Reply, ToolUse, has_tools
+from tests.journey.conftest import STEPS
+from tests.sessions.claude_double import token_for
+from tests.sessions.conftest import DOUBLE
+from tests.support.processes import (
     Process,
     base_environ,
     free_port,
@@ -49,10 +53,6 @@ from tests.conftest import (
     real_claude,
     wait_until,
 )
-from tests.fakes.anthropic_api import FakeAnthropic, Reply, ToolUse, has_tools
-from tests.journey.conftest import STEPS
-from tests.sessions.claude_double import token_for
-from tests.sessions.conftest import DOUBLE
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 

@@ -11,8 +11,8 @@ import pytest
 from mcp import ClientSession, StdioServerParameters, stdio_client
 
 from appliance.memory.graph import Graph
-from tests.conftest import Env, Neo4jServer, wait_until
 from tests.memory.test_service import engine_healthy
+from tests.support.processes import Env, Neo4jServer, wait_until
 
 pytestmark = pytest.mark.anyio
 

@@ -8,13 +8,13 @@ from dataclasses import dataclass
 
 import pytest
 
+from appliance.core.identity import Caller
 from appliance.memory.embedder import Embedder
 from appliance.memory.graph import Graph
-from appliance.memory.guards import Caller
 from appliance.memory.schema import apply_schema
 from appliance.memory.search import Searcher
 from appliance.memory.write import Writer
-from tests.conftest import Neo4jServer
+from tests.support.processes import Neo4jServer
 
 
 @dataclass

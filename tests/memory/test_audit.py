@@ -9,10 +9,10 @@ from typing import Any
 
 import pytest
 
+from appliance.core.identity import Caller
 from appliance.memory.audit import MAX_CHARS, REDACTED, record_tool_call, redact
 from appliance.memory.conversations import record_message
 from appliance.memory.errors import WriteRejected
-from appliance.memory.guards import Caller
 from tests.memory.conftest import Memory
 
 pytestmark = pytest.mark.anyio

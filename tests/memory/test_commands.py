@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import Env, maxy, wait_until
 from tests.memory.test_service import engine_healthy
+from tests.support.processes import Env, maxy, wait_until
 
 
 @pytest.fixture

@@ -11,12 +11,12 @@ import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
+from appliance.core.identity import Caller
 from appliance.memory.context import CLOSE_TAG, MAX_CHARS, OPEN_TAG, previous_context
 from appliance.memory.graph import Graph
-from appliance.memory.guards import Caller
 from appliance.memory.write import WriteRequest
-from tests.conftest import Neo4jServer
 from tests.memory.conftest import Memory
+from tests.support.processes import Neo4jServer
 
 
 async def write(

@@ -7,9 +7,9 @@ from typing import Any
 
 import pytest
 
+from appliance.core.identity import Caller
 from appliance.memory.conversations import conversation_search, record_message
 from appliance.memory.errors import ModelLoadFailed, WriteRejected
-from appliance.memory.guards import Caller
 from appliance.memory.search import SearchRequest
 from tests.memory.conftest import Memory
 

@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 
+from appliance.core.identity import Caller
 from appliance.memory import explore
-from appliance.memory.guards import Caller
 from appliance.memory.lifecycle import soft_delete
 from appliance.memory.write import Edge, WriteRequest
 from tests.memory.conftest import Memory

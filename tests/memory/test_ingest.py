@@ -7,10 +7,10 @@ from typing import Any
 
 import pytest
 
+from appliance.core.identity import Caller
 from appliance.memory import ingest as ingest_module
 from appliance.memory.chunking import chunk, sectionise
 from appliance.memory.errors import ModelLoadFailed, WriteRejected
-from appliance.memory.guards import Caller
 from appliance.memory.ingest import MAX_TEXT_CHARS, Ingester, IngestRequest
 from appliance.memory.lifecycle import soft_delete
 from appliance.memory.search import SearchRequest

@@ -17,13 +17,13 @@ import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
+from appliance.core.identity import Caller
 from appliance.memory.conversations import conversation_search
 from appliance.memory.embedder import Embedder
 from appliance.memory.graph import Graph
-from appliance.memory.guards import Caller
 from appliance.memory.schema import apply_schema
 from appliance.memory.search import Searcher, SearchRequest
-from tests.conftest import Neo4jServer
+from tests.support.processes import Neo4jServer
 
 WORDS = ["garden", "boiler", "birthday", "key", "coffee", "invoice", "roof", "piano", "dentist"]
 LABELS = ["Note", "Task", "Person", "Event"]

@@ -7,9 +7,9 @@ from typing import Any
 
 import pytest
 
+from appliance.core.identity import Caller
 from appliance.memory import lifecycle
 from appliance.memory.errors import WriteRejected
-from appliance.memory.guards import Caller
 from appliance.memory.ingest import Ingester, IngestRequest
 from appliance.memory.lifecycle import purge, restore, soft_delete
 from appliance.memory.search import SearchRequest

@@ -9,8 +9,8 @@ from typing import Any
 import anyio
 import pytest
 
+from appliance.core.identity import Caller
 from appliance.memory.errors import ModelLoadFailed, WriteRejected
-from appliance.memory.guards import Caller
 from appliance.memory.reports import list_reports, read_latest_reports, write_report
 from tests.memory.conftest import Memory
 

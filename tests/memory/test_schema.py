@@ -16,7 +16,7 @@ from appliance.memory.schema import (
     read_statements,
     vector_index_dimensions,
 )
-from tests.conftest import Env, Neo4jServer, maxy
+from tests.support.processes import Env, Neo4jServer, maxy
 
 pytestmark = pytest.mark.anyio
 

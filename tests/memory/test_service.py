@@ -11,7 +11,7 @@ import pytest
 from appliance.memory.embedder import Embedder
 from appliance.rpc.client import RpcClient
 from appliance.rpc.protocol import RemoteError, RpcError
-from tests.conftest import Env, wait_until
+from tests.support.processes import Env, wait_until
 
 
 def call(env: Env, method: str, params: dict[str, Any] | None = None) -> Any:

@@ -10,7 +10,6 @@ systemd's reboot parameter file, the trust dir and the data dir.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import shutil
@@ -22,6 +21,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
+from appliance.core.fsio import sha256_hex
 from appliance.ota.autoboot import DEFAULT_CONTENT, select_boot
 from appliance.ota.bundle import create_bundle
 from appliance.ota.keys import generate_key
@@ -36,7 +36,9 @@ from appliance.ota.layout import (
     other,
     partuuid,
 )
-from tests.conftest import base_environ
+from tests.support.processes import base_environ
+
+sha256 = sha256_hex  # the card tests' name for it (tests.ota.* import it from here)
 
 MTOOLS = {**os.environ, "MTOOLS_SKIP_CHECK": "1", "MTOOLSRC": "/dev/null"}
 SECTOR = 512
@@ -44,7 +46,7 @@ SECTOR = 512
 SMALL_MIB = {"bootconfig": 2, "boot_a": 4, "boot_b": 4, "root_a": 8, "root_b": 8, "data": 1}
 BOARD = "rpi4"
 BOOTLOADER_DATE = datetime(2024, 3, 1, tzinfo=UTC)
-RUNNING_VERSION = "0.1.0"  # appliance.version.__version__: what the test tree "runs"
+RUNNING_VERSION = "0.1.0"  # appliance.core.version.__version__: what the test tree "runs"
 
 
 def run(*command: str, env: Mapping[str, str] | None = None) -> str:
@@ -52,10 +54,6 @@ def run(*command: str, env: Mapping[str, str] | None = None) -> str:
     done = subprocess.run(command, capture_output=True, text=True, env=env, check=False)
     assert done.returncode == 0, f"{' '.join(command)}: {done.stderr}"
     return done.stdout
-
-
-def sha256(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()
 
 
 def fat_image(

@@ -148,7 +148,7 @@ def test_a_corrupt_bundle_ends_with_one_line_saying_what_to_do(
 
     assert done.returncode != 0
     last = done.stderr.strip().splitlines()[-1]
-    assert last.startswith("maxy ota apply: ") and "Download it again" in last
+    assert last.startswith("[ota] FATAL ") and "Download it again" in last
     error = progress_lines(done.stdout)[-1]
     assert error["phase"] == "error" and "Download it again" in str(error["message"])
     assert device.card.read_bytes() == card and not device.armed()

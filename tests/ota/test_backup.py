@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 from neo4j import GraphDatabase
 
-from appliance.config import load_settings
+from appliance.core.config import load_settings
 from appliance.graphdb.instance import ADMIN_CLASS, Neo4jInstance, running
-from tests.conftest import free_port, maxy
 from tests.ota.cards import Signer, SlotImages, make_bundle, make_device, ota, progress_lines, trust
+from tests.support.processes import free_port, maxy
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
 

@@ -20,7 +20,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from appliance.config import load_settings
+from appliance.core.config import load_settings
 from appliance.ota.apply import apply_update
 from appliance.ota.bundle import verify_bundle
 from appliance.ota.errors import (
@@ -35,7 +35,6 @@ from appliance.ota.keys import TrustStore, key_id, load_private_key, load_public
 from appliance.ota.layout import SLOT_A, SLOT_B
 from appliance.ota.manifest import MEMBERS
 from appliance.ota.progress import Silent
-from tests.conftest import base_environ
 from tests.ota.cards import (
     Signer,
     SimDevice,
@@ -49,6 +48,7 @@ from tests.ota.cards import (
     sha256,
     trust,
 )
+from tests.support.processes import base_environ
 
 
 def card_snapshot(device: SimDevice) -> tuple[str, bool, bool]:

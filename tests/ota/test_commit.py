@@ -7,7 +7,6 @@ Neo4j); the unhealthy ones against a device whose Maxy is not running at all.
 from __future__ import annotations
 
 import json
-import tempfile
 from pathlib import Path
 
 import pytest
@@ -16,7 +15,6 @@ from appliance.ota.autoboot import render
 from appliance.ota.keys import key_id, load_public_key
 from appliance.ota.layout import SLOT_A, SLOT_B
 from tests.app.stack import Stack
-from tests.conftest import free_port
 from tests.ota.cards import (
     Signer,
     SimDevice,
@@ -30,6 +28,7 @@ from tests.ota.cards import (
     trust,
 )
 from tests.ota.conftest import stack_settings
+from tests.support.processes import free_port, runtime_dir
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -39,7 +38,7 @@ def nothing_running() -> dict[str, str]:
     return {
         "MAXY_PORT": str(free_port()),
         "MAXY_HOST": "127.0.0.1",
-        "MAXY_RUNTIME_DIR": tempfile.mkdtemp(prefix="maxy-none-", dir="/tmp"),
+        "MAXY_RUNTIME_DIR": str(runtime_dir("maxy-none-")),
         "MAXY_ACCOUNT_ID": "00000000-0000-4000-8000-000000000000",
     }
 

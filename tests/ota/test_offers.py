@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from appliance.config import load_settings
+from appliance.core.config import load_settings
 from appliance.ota import offers
 from appliance.ota.layout import SLOT_B
 from appliance.ota.offers import (

@@ -10,7 +10,6 @@ tested with real kernel uevents: attaching a stick image to a loop device (root 
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import os
@@ -26,10 +25,10 @@ from typing import Any
 import pytest
 import pyudev
 
+from appliance.core.fsio import sha256_file
 from appliance.ota import offers
 from appliance.ota.offers import UpdatePaths
 from appliance.ota.usb import StickError, Watcher, filesystem_of, is_usb_storage, list_bundles
-from tests.conftest import REPO, wait_until
 from tests.ota.sticks import (
     STICKS,
     Keys,
@@ -40,6 +39,7 @@ from tests.ota.sticks import (
     make_keys,
     scanner,
 )
+from tests.support.processes import REPO, wait_until
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -59,10 +59,6 @@ def paths(tmp_path: Path) -> UpdatePaths:
     return UpdatePaths(tmp_path / "data" / "updates")
 
 
-def sha256(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
-
-
 def incoming(paths: UpdatePaths) -> list[str]:
     return sorted(p.name for p in paths.incoming.iterdir()) if paths.incoming.is_dir() else []
 
@@ -77,7 +73,7 @@ def test_a_bundle_on_a_stick_is_copied_verified_and_offered(
     notes = tmp_path / "notes.txt"
     notes.write_text("not an update")
     stick = STICKS[fs](tmp_path / "stick.img", [bundle, notes])
-    before = sha256(stick)
+    before = sha256_file(stick)
 
     found = scanner(paths, keys).scan(stick, "/dev/sda1 (SanDisk Cruzer Blade)")
 
@@ -85,7 +81,7 @@ def test_a_bundle_on_a_stick_is_copied_verified_and_offered(
     offer = found[0]
     assert offer.verified and offer.error is None
     assert (offer.name, offer.version, offer.boards) == (bundle.name, "1.4.0", ("x86-64",))
-    assert offer.sha256 == sha256(bundle) and offer.size == bundle.stat().st_size
+    assert offer.sha256 == sha256_file(bundle) and offer.size == bundle.stat().st_size
     assert offer.source == "/dev/sda1 (SanDisk Cruzer Blade)"
     copied = paths.bundle(offer)
     assert copied.read_bytes() == bundle.read_bytes()
@@ -93,7 +89,7 @@ def test_a_bundle_on_a_stick_is_copied_verified_and_offered(
     assert offers.load_offers(paths) == [offer]
     stored = json.loads(paths.offers.read_text())["offers"][0]
     assert stored["verified"] is True and stored["sha256"] == offer.sha256
-    assert sha256(stick) == before, "the stick must only be read"
+    assert sha256_file(stick) == before, "the stick must only be read"
 
 
 def test_odd_but_valid_names_are_found(
@@ -151,7 +147,7 @@ def test_a_bad_bundle_is_offered_as_refused_with_the_reason(
     offer = found[0]
     assert not offer.verified
     assert offer.error and reason in offer.error, offer.error
-    assert offer.sha256 == sha256(bad)
+    assert offer.sha256 == sha256_file(bad)
     assert incoming(paths) == [], "a refused bundle is not kept"
     assert offers.load_offers(paths) == [offer]
 

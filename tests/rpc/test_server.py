@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import math
 import os
 import shutil
 import socket
 import stat
 import struct
-import tempfile
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -21,6 +21,7 @@ import pytest
 from appliance.rpc.client import RpcClient
 from appliance.rpc.protocol import (
     MAX_FRAME,
+    BadParams,
     ProtocolError,
     RemoteError,
     RpcError,
@@ -29,6 +30,7 @@ from appliance.rpc.protocol import (
     read_frame,
 )
 from appliance.rpc.server import RpcServer
+from tests.support.processes import runtime_dir
 
 
 class Busy(Exception):
@@ -61,6 +63,10 @@ async def needs_text(params: dict[str, Any]) -> Any:
     return params["text"]
 
 
+async def bad_params(params: dict[str, Any]) -> Any:
+    raise BadParams("text is needed")
+
+
 async def wrong_type(params: dict[str, Any]) -> Any:
     return len(params["n"])
 
@@ -84,6 +90,7 @@ HANDLERS: dict[str, Callable[[dict[str, Any]], Awaitable[Any]]] = {
     "busy": busy,
     "no_code": no_code,
     "needs_text": needs_text,
+    "bad_params": bad_params,
     "wrong_type": wrong_type,
     "wrong_value": wrong_value,
     "after": after,
@@ -94,7 +101,7 @@ HANDLERS: dict[str, Callable[[dict[str, Any]], Awaitable[Any]]] = {
 @pytest.fixture
 def socket_path() -> Iterator[Path]:
     """A socket path well under the 107-byte limit of Unix socket addresses."""
-    folder = Path(tempfile.mkdtemp(prefix="maxy-rpc-", dir="/tmp"))
+    folder = runtime_dir("maxy-rpc-")
     try:
         yield folder / "engine.sock"
     finally:
@@ -189,17 +196,19 @@ def test_packed_float32_vectors_round_trip_bit_for_bit(socket_path: Path) -> Non
     [
         ("busy", {}, "busy", "the model is loading, try again"),
         ("no_code", {}, "error", "something expected"),
-        ("needs_text", {}, "bad-request", "text"),
-        ("wrong_type", {"n": 3}, "bad-request", "TypeError"),
-        ("wrong_value", {"n": "three"}, "bad-request", "ValueError"),
+        ("bad_params", {}, "bad-request", "text is needed"),
+        ("needs_text", {}, "internal", "KeyError"),
+        ("wrong_type", {"n": 3}, "internal", "TypeError"),
+        ("wrong_value", {"n": "three"}, "internal", "ValueError"),
         ("nope", {}, "unknown-method", "nope"),
     ],
     ids=[
         "listed-error",
         "listed-error-without-code",
-        "key-error",
-        "type-error",
-        "value-error",
+        "bad-params",
+        "key-error-is-a-bug",
+        "type-error-is-a-bug",
+        "value-error-is-a-bug",
         "unknown-method",
     ],
 )
@@ -229,10 +238,27 @@ def test_listed_error_message_is_passed_through_unchanged(socket_path: Path) -> 
 def test_bad_request_names_the_method(socket_path: Path) -> None:
     async def scenario() -> None:
         async with serving(socket_path):
-            await RpcClient(socket_path).call("needs_text", {})
+            await RpcClient(socket_path).call("bad_params", {})
 
-    with pytest.raises(RemoteError, match="needs_text"):
+    with pytest.raises(RemoteError, match="bad_params: text is needed"):
         run(scenario)
+
+
+def test_a_handler_bug_is_logged_with_its_traceback(
+    socket_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    async def scenario() -> None:
+        async with serving(socket_path):
+            await RpcClient(socket_path).call("wrong_type", {"n": 3})
+
+    with (
+        caplog.at_level(logging.ERROR, logger="appliance.rpc.server"),
+        pytest.raises(RemoteError) as caught,
+    ):
+        run(scenario)
+    assert caught.value.code == "internal"
+    logged = [r for r in caplog.records if "method=wrong_type" in r.getMessage()]
+    assert logged and logged[0].exc_info is not None  # the traceback, not just a line
 
 
 def test_unexpected_handler_exception_is_answered(socket_path: Path) -> None:

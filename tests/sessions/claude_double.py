@@ -588,5 +588,5 @@ if __name__ == "__main__":
         setup_token()
     delegate = os.environ.get("CLAUDE_DOUBLE_DELEGATE")
     if delegate:
-        os.execv(delegate, [delegate, *sys.argv[1:]])
+        os.execv(delegate, [delegate, *sys.argv[1:]])  # noqa: S606 - the double hands over to the CLI
     Double(sys.argv[1:]).run()

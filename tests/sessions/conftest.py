@@ -8,13 +8,11 @@ to it only through its HTTP, SSE and WebSocket interface, and read /proc for wha
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import queue
 import shutil
 import socket
 import sys
-import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -25,21 +23,12 @@ from typing import Any
 import httpx
 import pytest
 
-from appliance.accounts import create_account
-from tests.conftest import Process, base_environ, maxy, wait_until
+from appliance.core.accounts import create_account
+from tests.support.processes import Process, base_environ, maxy, runtime_dir, wait_until
+from tests.support.sse import Event, Parser
 
 HERE = Path(__file__).resolve().parent
 DOUBLE = HERE / "claude"
-
-
-@dataclass
-class Event:
-    """One SSE event (or a comment, with event ``comment``), and when it was read."""
-
-    event: str
-    id: str | None
-    data: Any
-    at: float = field(default_factory=time.monotonic)
 
 
 class Feed:
@@ -104,30 +93,16 @@ class Feed:
 
     def _run(self) -> None:
         self.status = 0
-        fields: dict[str, str] = {}
-        data: list[str] = []
+        parser = Parser(comments=True)
         text = ""
         try:
             for chunk in self._body():
                 text += chunk.decode()
                 while "\n" in text:
                     line, text = text.split("\n", 1)
-                    if line == "":
-                        if data:  # as in the SSE spec: a block without data dispatches nothing
-                            payload = json.loads("\n".join(data))
-                            self.events.put(
-                                Event(fields.get("event", "message"), fields.get("id"), payload)
-                            )
-                        fields, data = {}, []
-                    elif line.startswith(":"):
-                        self.events.put(Event("comment", None, line[1:].strip()))
-                    else:
-                        name, _, value = line.partition(":")
-                        value = value.removeprefix(" ")
-                        if name == "data":
-                            data.append(value)
-                        else:
-                            fields[name] = value
+                    event = parser.line(line)
+                    if event is not None:
+                        self.events.put(event)
         except (OSError, EOFError, ValueError):
             pass
         finally:
@@ -301,7 +276,7 @@ def launch(base: Path, env: dict[str, str] | None = None, **settings: Any) -> Ma
     """Start a manager with its own data directory under ``base``; ``env`` adds variables."""
     base.mkdir(parents=True, exist_ok=True)
     data = base / "data"
-    runtime = Path(tempfile.mkdtemp(prefix="maxy-mgr-", dir="/tmp"))
+    runtime = runtime_dir("maxy-mgr-")
     account = create_account(data / "accounts", "Session Owner")
     variables = manager_env(data, runtime, account.id, env or {}, settings)
     process = Process(maxy("manager"), variables, base / f"manager-{time.monotonic_ns()}.log")

@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import json
 import shutil
-import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,14 +17,14 @@ from typing import Any
 
 import pytest
 
-from appliance.accounts import create_account
+from appliance.core.accounts import create_account
+from appliance.core.identity import Caller
 from appliance.memory.graph import Graph
-from appliance.memory.guards import Caller
 from appliance.rpc.client import RpcClient
 from appliance.rpc.protocol import RpcError
-from tests.conftest import Neo4jServer, Process, maxy, wait_until
 from tests.sessions.conftest import Manager, manager_env, wait_for_health
 from tests.sessions.test_spawn import option
+from tests.support.processes import Neo4jServer, Process, maxy, runtime_dir, wait_until
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -60,7 +59,7 @@ def engine_up(stack: Stack) -> bool:
 def stack(neo4j_server: Neo4jServer, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     root = tmp_path_factory.mktemp("admin-memory")
     data = root / "data"
-    runtime = Path(tempfile.mkdtemp(prefix="maxy-adm-", dir="/tmp"))
+    runtime = runtime_dir("maxy-adm-")
     account = create_account(data / "accounts", "Memory Owner")
     record = root / "record"
     extra = {

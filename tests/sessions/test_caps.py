@@ -10,8 +10,8 @@ from typing import Any
 
 import httpx
 
-from tests.conftest import wait_until
 from tests.sessions.conftest import Manager, children
+from tests.support.processes import wait_until
 
 REFUSALS = {"specialist-cap-reached", "operator-slots-reserved", "pty-cap-reached"}
 

@@ -10,8 +10,8 @@ from typing import Any
 
 import httpx
 
-from tests.conftest import wait_until
 from tests.sessions.conftest import Manager, children, open_fds
+from tests.support.processes import wait_until
 
 CYCLES = 500
 PARALLEL = 4

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from tests.conftest import wait_until
 from tests.sessions.conftest import Manager, ended
+from tests.support.processes import wait_until
 
 
 def test_last_event_id_resumes_with_exactly_the_missed_deltas(manager: Manager) -> None:

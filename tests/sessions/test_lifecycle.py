@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import wait_until
 from tests.sessions.conftest import Manager, ended, restart
+from tests.support.processes import wait_until
 
 
 def pid_alive(pid: int) -> bool:

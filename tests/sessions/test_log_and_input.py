@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import wait_until
 from tests.sessions.conftest import Manager, ended
+from tests.support.processes import wait_until
 
 
 def lines_of(body: bytes) -> list[dict[str, object]]:
@@ -135,6 +135,13 @@ def test_bad_input_is_400(manager: Manager, body: dict[str, object]) -> None:
     row = manager.spawn()
     response = manager.request("POST", f"/{row['id']}/input", json=body)
     assert response.status_code == 400 and response.json()["code"] == "bad-request"
+
+
+def test_a_body_past_the_limit_is_413_and_the_session_gets_nothing(manager: Manager) -> None:
+    row = manager.spawn()
+    response = manager.request("POST", f"/{row['id']}/input", json={"text": "x" * (2 << 20)})
+    assert response.status_code == 413 and response.json()["code"] == "too-large"
+    assert f"op=input-submitted id={row['id']}" not in manager.output()
 
 
 @pytest.mark.parametrize("reason", ["end_turn", "stop_sequence", "max_tokens", "refusal"])

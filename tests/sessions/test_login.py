@@ -12,10 +12,10 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import wait_until
 from tests.sessions.claude_double import token_for
 from tests.sessions.conftest import Manager, ended
 from tests.sessions.test_terminal import connect
+from tests.support.processes import wait_until
 
 CODE = "4f9c2e-owner-pasted-this-code#state"
 KEY = "sk-ant-local-0123456789abcdefghijklmnop"

@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import real_claude
 from tests.fakes.anthropic_api import FakeAnthropic
 from tests.sessions.conftest import Manager
+from tests.support.processes import real_claude
 
 CLAUDE = real_claude()
 

@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 from neo4j import GraphDatabase
 
-from tests.conftest import Env, Neo4jServer, maxy, wait_until
 from tests.memory.test_service import engine_healthy
+from tests.support.processes import Env, Neo4jServer, maxy, wait_until
 
 DOUBLE = Path(__file__).with_name("cloudflared")
 SECRET = "double-tunnel-secret-c2VjcmV0"  # what the double writes into cert and credentials

@@ -13,10 +13,10 @@ from typing import Any
 import httpx
 import pytest
 
-from appliance.config import load_settings
+from appliance.core.config import load_settings
 from appliance.tunnel.config import load, save, save_roles, set_route
-from tests.conftest import wait_until
 from tests.edge.conftest import Stack, edge_stack
+from tests.support.processes import wait_until
 
 ADMIN = "maxy.example.com"
 PUBLIC = "example.com"

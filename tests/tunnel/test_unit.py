@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from appliance.config import load_settings
+from appliance.core.config import load_settings
 from appliance.tunnel.unit import render_unit
 
 

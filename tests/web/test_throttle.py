@@ -7,7 +7,7 @@ import logging
 import pytest
 
 from appliance.web.client import Client
-from appliance.web.throttle import Throttle
+from appliance.web.throttle import Throttle, WindowLimiter
 
 
 class Clock:
@@ -132,3 +132,13 @@ def test_every_failure_is_logged(caplog: pytest.LogCaptureFixture) -> None:
         "[auth] op=login-failed ip=192.0.2.9 network=external failures=2 retry_after_s=2",
         "[auth] op=login-failed ip=unix network=lan failures=1 retry_after_s=0",
     ]
+
+
+def test_the_message_window_allows_the_limit_then_says_how_long_to_wait() -> None:
+    limiter = WindowLimiter(limit=2, window=10.0, max_tracked=2)
+    assert limiter.retry_after("a", now=0.0) == 0 and limiter.retry_after("a", now=1.0) == 0
+    assert limiter.retry_after("a", now=2.0) == 8  # the first event leaves the window at 10 s
+    assert limiter.retry_after("a", now=10.5) == 0
+    limiter.retry_after("b", now=11.0)
+    limiter.retry_after("c", now=11.0)  # memory is bounded: "a", least recent, is forgotten
+    assert limiter.retry_after("a", now=11.5) == 0 and limiter.retry_after("a", now=11.6) == 0

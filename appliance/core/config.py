@@ -132,7 +132,7 @@ def _ota_board(raw: str) -> str:
 
 
 def _optional_path(raw: str) -> Path | None:
-    return Path(raw).expanduser().absolute() if raw else None
+    return _path(raw) if raw else None
 
 
 def _optional_url(raw: str) -> str | None:
@@ -145,7 +145,10 @@ def _optional_url(raw: str) -> str | None:
 
 
 def _path(raw: str) -> Path:
-    return Path(raw).expanduser().absolute()
+    try:
+        return Path(raw).expanduser().absolute()
+    except RuntimeError as err:  # "~name" of a user that does not exist
+        raise ValueError(f"{raw.split('/')[0]} names no user with a home directory") from err
 
 
 def _names(raw: str) -> tuple[str, ...]:

@@ -3,31 +3,26 @@
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from appliance.core.proc import ToolError, run
+
 __version__ = "0.1.0"
 
 # The frozen binary carries build metadata in this file (written by `just build`).
-_BUILD_INFO = Path(__file__).with_name("_build_info.json")
+_BUILD_INFO = Path(__file__).parent.parent / "_build_info.json"
 
 
 def _git_revision() -> str | None:
-    root = Path(__file__).resolve().parent.parent
+    root = Path(__file__).resolve().parents[2]
     if not (root / ".git").exists():
         return None
     try:
-        out = subprocess.run(
-            ["git", "-C", str(root), "rev-parse", "--short=12", "HEAD"],
-            capture_output=True,
-            text=True,
-            timeout=5,
-            check=False,
-        )
-    except OSError:
+        out = run(["git", "-C", str(root), "rev-parse", "--short=12", "HEAD"], timeout=5)
+    except ToolError:
         return None
     return out.stdout.strip() or None
 

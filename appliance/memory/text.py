@@ -1,4 +1,4 @@
-"""Plain-text forms of engine results, for agents."""
+"""Plain-text forms of engine results, for agents and the `maxy memory` commands."""
 
 from __future__ import annotations
 

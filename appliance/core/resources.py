@@ -20,8 +20,15 @@ _LIBRARY_PATH_SAVED = "LD_LIBRARY_PATH_ORIG"
 def resource_path(relative: str) -> Path:
     """Return the path of a shipped file such as ``schema/schema.cypher``."""
     bundle = getattr(sys, "_MEIPASS", None)
-    root = Path(bundle) if bundle else Path(__file__).resolve().parent.parent
+    root = Path(bundle) if bundle else Path(__file__).resolve().parents[2]
     return root / relative
+
+
+def self_command() -> list[str]:
+    """How to run this program again: the frozen binary, or this interpreter with the package."""
+    if getattr(sys, "frozen", False):
+        return [sys.executable]
+    return [sys.executable, "-m", "appliance"]
 
 
 def external_environ(environ: Mapping[str, str]) -> dict[str, str]:

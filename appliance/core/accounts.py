@@ -14,13 +14,14 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import re
 import uuid
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
+
+from appliance.core.fsio import write_atomic
 
 log = logging.getLogger(__name__)
 
@@ -104,9 +105,7 @@ def create_account(
     folder.mkdir(parents=True, exist_ok=account_id is not None)
     if (folder / ACCOUNT_FILE).exists():
         raise AccountError(f"The account {account.id} already exists in {folder}.")
-    tmp = folder / (ACCOUNT_FILE + ".tmp")
-    tmp.write_text(json.dumps(account.to_json(), indent=2) + "\n")
-    os.replace(tmp, folder / ACCOUNT_FILE)
+    write_atomic(folder / ACCOUNT_FILE, json.dumps(account.to_json(), indent=2) + "\n")
     log.info("[accounts] op=create account=%s", account.id)
     return account
 

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from appliance.config import (
+from appliance.core.config import (
     DEFAULT_CONFIG_FILE,
     SETTINGS,
     Settings,
@@ -19,7 +19,7 @@ from appliance.config import (
     settings_table,
 )
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 README = REPO / "README.md"
 HOME = Path("~").expanduser()
 # An empty config file that exists everywhere: keeps /etc/maxy/maxy.toml out of the picture.
@@ -400,7 +400,7 @@ def test_readme_contains_the_settings_table_verbatim() -> None:
     assert "## Settings" in text
     assert settings_table() in text, (
         "README.md's settings table is out of date; paste the output of "
-        "`python -c 'from appliance.config import settings_table; print(settings_table())'`"
+        "`python -c 'from appliance.core.config import settings_table; print(settings_table())'`"
     )
 
 

@@ -14,7 +14,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from appliance.accounts import (
+from appliance.core.accounts import (
     Account,
     AccountError,
     AccountIdError,

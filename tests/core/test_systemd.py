@@ -25,10 +25,10 @@ from typing import Any
 import httpx
 import pytest
 
+from appliance.core.systemd import Notifier
 from appliance.graphdb.instance import bolt_ready
 from appliance.rpc.client import RpcClient
-from appliance.systemd import Notifier
-from tests.conftest import Env, Process, base_environ, free_port, maxy
+from tests.support.processes import Env, Process, base_environ, free_port, maxy
 
 WATCHDOG_USEC = 2_000_000  # a ping every second
 WAIT = 120.0  # generous bounds for a loaded machine; nothing here asserts a duration

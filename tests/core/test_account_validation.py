@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from appliance.accounts import create_account
-from tests.conftest import base_environ, free_port, maxy
+from appliance.core.accounts import create_account
+from tests.support.processes import base_environ, free_port, maxy
 
 
 @pytest.mark.parametrize("role", ["engine", "edge", "run"])

@@ -1,0 +1,207 @@
+"""Subprocesses: the one runner with a timeout, the one process-group stop.
+
+:func:`run` starts the program in its own process group, so a timeout kills what it started
+too (a grandchild holding the output pipe open would otherwise keep ``communicate`` waiting).
+:func:`escalate` is the one stop policy, SIGTERM, a grace period, then SIGKILL, for a
+process group (:func:`stop_group`) or one process, blocking or awaited (:func:`escalate_async`).
+
+Errors::
+
+    ToolError
+    ├── ToolMissing     the program could not be started (not installed, not executable)
+    └── ToolTimeout     it did not finish in time (its process group was killed)
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import signal
+import subprocess
+import time
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+log = logging.getLogger(__name__)
+
+
+class ToolError(Exception):
+    """A program could not be run to completion."""
+
+
+class ToolMissing(ToolError):
+    """The program could not be started."""
+
+
+class ToolTimeout(ToolError):
+    """The program did not finish within its timeout."""
+
+
+@dataclass(frozen=True)
+class Completed:
+    """A finished program: its exit status and what it printed (decoded, errors replaced)."""
+
+    args: tuple[str, ...]
+    returncode: int
+    stdout_bytes: bytes
+    stderr_bytes: bytes
+
+    @property
+    def stdout(self) -> str:
+        """Standard output as text."""
+        return self.stdout_bytes.decode(errors="replace")
+
+    @property
+    def stderr(self) -> str:
+        """Standard error as text."""
+        return self.stderr_bytes.decode(errors="replace")
+
+    def detail(self, limit: int = 300) -> str:
+        """The end of what it said (stderr, else stdout) on one line, for an error message."""
+        return " ".join((self.stderr or self.stdout).split())[-limit:]
+
+
+def run(
+    args: Sequence[str | Path],
+    *,
+    timeout: float,
+    input: bytes | str | None = None,
+    env: Mapping[str, str] | None = None,
+    cwd: Path | None = None,
+) -> Completed:
+    """Run a program to completion, capturing its output; a non-zero exit is not an error.
+
+    Raises :class:`ToolMissing` when it cannot start and :class:`ToolTimeout` (after killing
+    its process group) when it runs past ``timeout`` seconds.
+    """
+    argv = tuple(str(a) for a in args)
+    data = input.encode() if isinstance(input, str) else input
+    try:
+        proc = subprocess.Popen(
+            argv,
+            stdin=subprocess.PIPE if data is not None else None,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env=dict(env) if env is not None else None,
+            cwd=cwd,
+            start_new_session=True,
+        )
+    except OSError as err:
+        raise ToolMissing(f"{argv[0]} could not be started ({err.strerror or err})") from err
+    try:
+        out, err_out = proc.communicate(data, timeout=timeout)
+    except subprocess.TimeoutExpired as err:
+        _kill_group(proc)
+        raise ToolTimeout(f"`{' '.join(argv)}` did not finish within {timeout:g} s") from err
+    except BaseException:
+        _kill_group(proc)
+        raise
+    return Completed(argv, proc.returncode, out, err_out)
+
+
+def _kill_group(proc: subprocess.Popen[bytes]) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, signal.SIGKILL)
+    proc.communicate()
+
+
+Send = Callable[[signal.Signals], object]
+
+
+def escalate(
+    send: Send, gone: Callable[[float | None], bool], grace: float, kill_wait: float | None
+) -> str:
+    """SIGTERM, wait up to ``grace`` s for ``gone``, then SIGKILL and wait up to ``kill_wait``.
+
+    The one stop policy: ``send`` delivers a signal (to a group or one process), ``gone(t)``
+    waits up to ``t`` seconds (None: until it ends) and says whether the process has ended.
+    Returns the signal that ended it.
+    """
+    send(signal.SIGTERM)
+    if gone(grace):
+        return "SIGTERM"
+    send(signal.SIGKILL)
+    gone(kill_wait)
+    return "SIGKILL"
+
+
+async def escalate_async(
+    send: Send,
+    gone: Callable[[float | None], Awaitable[bool]],
+    grace: float,
+    kill_wait: float | None,
+) -> str:
+    """:func:`escalate` for an event loop: ``gone`` is awaited instead of blocking."""
+    send(signal.SIGTERM)
+    if await gone(grace):
+        return "SIGTERM"
+    send(signal.SIGKILL)
+    await gone(kill_wait)
+    return "SIGKILL"
+
+
+def signal_group(pid: int) -> Send:
+    """A ``send`` for :func:`escalate` that signals ``pid``'s process group (a gone one: no-op)."""
+
+    def send(sig: signal.Signals) -> None:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(pid, sig)
+
+    return send
+
+
+def signal_process(pid: int) -> Send:
+    """A ``send`` for :func:`escalate` that signals the one process ``pid`` (a gone one: no-op)."""
+
+    def send(sig: signal.Signals) -> None:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, sig)
+
+    return send
+
+
+def pid_alive(pid: int) -> bool:
+    """Whether a process ``pid`` exists (one of another user's counts)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def poll_until(done: Callable[[], bool], interval: float = 0.2) -> Callable[[float | None], bool]:
+    """A ``gone`` for :func:`escalate` that polls ``done`` every ``interval`` seconds."""
+
+    def gone(timeout: float | None) -> bool:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while not done():
+            if deadline is not None and time.monotonic() >= deadline:
+                return False
+            time.sleep(interval)
+        return True
+
+    return gone
+
+
+def stop_group(proc: subprocess.Popen[bytes], grace: float) -> str | None:
+    """SIGTERM ``proc``'s process group, SIGKILL it after ``grace`` seconds; wait for the reap.
+
+    Returns the signal that ended it, None if it had already exited. ``proc`` must lead its
+    own group (started with ``start_new_session=True``).
+    """
+    if proc.poll() is not None:
+        return None
+
+    def gone(timeout: float | None) -> bool:
+        try:
+            proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            log.warning("[process] op=stop warn=sigkill pid=%s", proc.pid)
+            return False
+        return True
+
+    return escalate(signal_group(proc.pid), gone, grace, kill_wait=None)

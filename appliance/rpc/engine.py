@@ -1,0 +1,513 @@
+"""The engine's RPC contract: every method of ``maxy engine`` with its request and response.
+
+This is the one declaration: the engine validates calls against it (:mod:`appliance.memory.
+service`), the MCP tools take their input schemas from it (:mod:`appliance.mcp.tools`) and the
+README's table of methods is generated from it (:func:`methods_table`). Limits marked
+"advertised" are told to agents in the schemas; the engine enforces them itself (cutting, or
+refusing with its own error), so a call that breaks one is not a malformed call.
+
+Every request that acts on the graph carries ``caller`` (account, scopes, agent, session,
+keyword subscriptions), set by the calling process from its own environment, never by an
+agent; the engine refuses any account but its own.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Literal
+
+from pydantic import Field, JsonValue
+
+from appliance.rpc.contract import Method, Request, Response
+
+RETRIEVAL_CLASSES: tuple[JsonValue, ...] = ("entity", "temporal", "event", "general", "none")
+SCOPES: list[JsonValue] = ["public", "shared", "admin"]
+
+
+def scope_field() -> Any:
+    """An optional scope; the engine itself decides what an unknown one means."""
+    return Field(default=None, json_schema_extra={"enum": SCOPES})
+
+
+def scopes_field() -> Any:
+    """Scopes to narrow to; unknown ones narrow to nothing (they never widen)."""
+    return Field(
+        default=None,
+        description="Narrow to these scopes (never widens what you may see).",
+        json_schema_extra={"items": {"type": "string", "enum": SCOPES}},
+    )
+
+
+class CallerWire(Request):
+    """Who is asking (the ``caller`` map); checked against the engine's account."""
+
+    account: str = ""
+    scopes: list[str] | None = None
+    agent: str | None = None
+    session: str | None = None
+    subscriptions: list[str] = Field(default_factory=list)
+
+
+class Called(Request):
+    """A request made on behalf of a caller."""
+
+    caller: CallerWire = Field(default_factory=CallerWire)
+
+
+class Written(Response):
+    """What a write of one node answers."""
+
+    id: str
+    created: bool
+    embedded: bool
+    warnings: list[str]
+
+
+# --- health and embeddings ---------------------------------------------------------------
+
+
+class HealthRequest(Request):
+    """No parameters."""
+
+
+class HealthResponse(Response):
+    """``ok`` is true when Neo4j answers and the schema is applied."""
+
+    ok: bool
+    account: str
+    neo4j: dict[str, Any] = Field(alias="neo4j")
+    embedder: dict[str, Any]
+    schema_: dict[str, Any] = Field(alias="schema")
+
+
+MAX_TEXTS_PER_CALL = 256
+
+
+class EmbedRequest(Request):
+    """Texts to embed, at most 256."""
+
+    texts: list[str | bytes] = Field(max_length=MAX_TEXTS_PER_CALL)
+
+
+class EmbedResponse(Response):
+    """Vectors as packed little-endian float32, one after another."""
+
+    model: str
+    dimension: int
+    vectors: bytes
+
+
+# --- search and writes -------------------------------------------------------------------
+
+
+class SearchRequest(Called):
+    """Hybrid search; unset knobs take the engine's settings."""
+
+    query: str = Field(description="What to look for, in plain words.")
+    labels: list[str] | None = Field(default=None, description="Only these labels.")
+    limit: int | None = Field(
+        default=None, json_schema_extra={"minimum": 1, "maximum": 100, "default": 10}
+    )
+    mode: Literal["weighted", "rrf"] | None = None
+    vector_weight: float | None = None
+    keyword_weight: float | None = None
+    rrf_k: int | None = None
+    threshold: float = Field(default=0.0, json_schema_extra={"minimum": 0})
+    boosts: bool | None = None
+    expand_hops: int = Field(default=1, json_schema_extra={"enum": [0, 1], "default": 1})
+    fields: list[str] | None = Field(
+        default=None, description="Return only these properties ([] for none)."
+    )
+    retrieval_class: str | None = Field(
+        default=None,
+        description="What kind of question this is (used when routing is on).",
+        json_schema_extra={"enum": list(RETRIEVAL_CLASSES)},
+    )
+    routing: bool | None = None
+    expand_queries: bool | None = None
+    dedup: bool | None = None
+    scopes: list[str] | None = scopes_field()
+
+
+class SearchResponse(Response):
+    """Ranked results; ``keywordOnly`` when the model failed and only keyword search ran."""
+
+    results: list[dict[str, Any]]
+    counts: dict[str, Any]
+    ms: float
+    vector_only: bool
+    keyword_only: bool
+
+
+class EdgeWire(Request):
+    """An edge from the written node to an existing one."""
+
+    type: str = Field(json_schema_extra={"pattern": "^[A-Z][A-Z0-9_]*$"})
+    to_id: str
+    to_label: str
+    direction: str = Field(default="out", json_schema_extra={"enum": ["out", "in"]})
+
+
+class WriteRequest(Called):
+    """Create or merge one node."""
+
+    label: str
+    properties: dict[str, Any] = Field(default_factory=dict)
+    id: str | None = Field(default=None, description="Update this node instead of creating.")
+    edges: list[EdgeWire] = Field(default_factory=list)
+    produced_by_task_id: str | None = None
+    scope: str | None = scope_field()
+    agents: list[str] | None = None
+
+
+class IngestRequest(Called):
+    """A Markdown or text document: KnowledgeDocument → Section → Chunk."""
+
+    title: str
+    text: str
+    attachment_id: str = Field(description="The source file's id.")
+    scope: str | None = scope_field()
+    agents: list[str] | None = None
+
+
+class IngestResponse(Response):
+    """Counts of what was written; ``reused`` chunks kept their embeddings."""
+
+    document_id: str
+    sections: int
+    chunks: int
+    embedded: int
+    reused: int
+    warnings: list[str]
+
+
+class ReindexRequest(Called):
+    """Embed what is missing or stale (streams progress frames)."""
+
+    labels: list[str] | None = Field(default=None, description="Only these labels.")
+    dry_run: bool = Field(default=False, json_schema_extra={"default": False})
+
+
+class ReindexResponse(Response):
+    """Counts of the run."""
+
+    processed: int
+    embedded: int
+    skipped: int
+    stale: int
+    total: int
+    ms: float
+    dry_run: bool
+
+
+class NodeRef(Called):
+    """One node by label and id."""
+
+    label: str
+    id: str
+
+
+class DeleteResponse(Response):
+    """``changed`` is false when it was already deleted."""
+
+    id: str
+    label: str
+    deleted_at: Any
+    changed: bool
+
+
+class RestoreResponse(Response):
+    """``changed`` is false when it was not deleted."""
+
+    id: str
+    label: str
+    changed: bool
+
+
+# --- reports -----------------------------------------------------------------------------
+
+
+class ReportWriteRequest(Called):
+    """A report; the same title within the same minute updates it."""
+
+    title: str = Field(json_schema_extra={"maxLength": 300})
+    body: str = Field(json_schema_extra={"maxLength": 10_000})
+    source_workflow: str | None = None
+    keywords: list[str] | None = None
+    scope: str | None = scope_field()
+
+
+class ReportReadLatestRequest(Called):
+    """The newest reports in full."""
+
+    keyword: str | None = None
+    limit: int = Field(default=1, json_schema_extra={"minimum": 1, "maximum": 20, "default": 1})
+
+
+class ReportReadLatestResponse(Response):
+    """Newest first."""
+
+    reports: list[dict[str, Any]]
+
+
+class ReportListRequest(Called):
+    """Report metadata, newest first, a page at a time."""
+
+    keyword: str | None = None
+    source_workflow: str | None = None
+    page: int = Field(default=1, json_schema_extra={"minimum": 1, "default": 1})
+    page_size: int = Field(
+        default=20, json_schema_extra={"minimum": 1, "maximum": 100, "default": 20}
+    )
+
+
+class ReportListResponse(Response):
+    """One page."""
+
+    items: list[dict[str, Any]]
+    page: int
+    page_size: int
+    total: int
+
+
+# --- conversations and the audit trail ---------------------------------------------------
+
+
+class ConversationRecordRequest(Called):
+    """One message of a session's conversation."""
+
+    session_id: str
+    role: str
+    text: str
+    agent_slug: str | None = None
+    scope: str | None = scope_field()
+
+
+class ConversationRecordResponse(Response):
+    """Where the message went."""
+
+    conversation_id: str
+    message_id: str
+    order: int
+    embedded: bool
+    warnings: list[str]
+
+
+class ConversationSearchRequest(Called):
+    """Messages by meaning: the caller's session if it has one, else the whole account."""
+
+    query: str
+    session_id: str | None = None
+    limit: int = Field(default=10, json_schema_extra={"minimum": 1, "maximum": 50, "default": 10})
+
+
+class ConversationSearchResponse(Response):
+    """Closest first."""
+
+    results: list[dict[str, Any]]
+    session_id: str | None
+
+
+class ConversationMessagesRequest(Called):
+    """One session's messages in order."""
+
+    session_id: str | None = None
+    limit: int = 50
+
+
+class ConversationMessagesResponse(Response):
+    """Oldest first: ``{id, role, text, createdAt, order}`` each."""
+
+    session_id: str | None
+    conversation_id: str | None
+    messages: list[dict[str, Any]]
+
+
+class AuditRecordRequest(Called):
+    """One MCP tool call (a durable one also becomes a Task)."""
+
+    tool: str
+    input: Any = None
+    output: Any = None
+    is_error: bool = False
+    started_at: datetime
+    ended_at: datetime
+    ms: float
+    session_id: str | None = None
+    durable: bool = False
+    produced: list[Any] | None = None
+
+
+class AuditRecordResponse(Response):
+    """The ToolCall node and, for a durable call, its Task."""
+
+    id: str
+    conversation_id: str | None
+    task_id: str | None
+    produced: list[Any]
+
+
+class PreviousContextRequest(Called):
+    """The ``<previous-context>`` block of an admin spawn."""
+
+    max_chars: int | None = None
+
+
+class PreviousContextResponse(Response):
+    """The block and what it holds."""
+
+    text: str
+    chars: int
+    digest: str | None  # the latest review digest's id, None when there is none
+    tasks: dict[str, int]
+    alerts: dict[str, int]
+
+
+# --- the Graph page and public agents ----------------------------------------------------
+
+
+class GraphSampleRequest(Called):
+    """A guarded sample of the graph."""
+
+    labels: list[str] | None = None
+    q: str | None = None
+    limit: int | None = None
+    scopes: list[str] | None = scopes_field()
+
+
+class GraphSampleResponse(Response):
+    """Nodes, the edges between them, counts per category."""
+
+    nodes: list[dict[str, Any]]
+    edges: list[dict[str, Any]]
+    truncated: bool
+    categories: list[dict[str, Any]]
+    ms: float
+
+
+class GraphNodeRequest(Called):
+    """One node and its one-hop neighbourhood."""
+
+    id: str
+    label: str | None = None
+    scopes: list[str] | None = scopes_field()
+
+
+class GraphNodeResponse(Response):
+    """``{node: null}`` alone when the node is not visible to the caller."""
+
+    node: dict[str, Any] | None
+    neighbours: list[dict[str, Any]] | None = None
+    edges: list[dict[str, Any]] | None = None
+    degree: int | None = None
+
+
+class AgentKnowledgeRequest(Called):
+    """A public agent's knowledge (the caller's agent and subscriptions)."""
+
+    limit: int | None = None
+
+
+class AgentKnowledgeResponse(Response):
+    """Tagged public nodes, then keyword-subscription matches."""
+
+    tagged: list[dict[str, Any]]
+    subscribed: list[dict[str, Any]]
+    truncated: bool
+
+
+HEALTH = Method("health", HealthRequest, HealthResponse, "Neo4j, the embedder and the schema.")
+EMBED = Method("embed", EmbedRequest, EmbedResponse, "Embed up to 256 texts.")
+SEARCH = Method("search", SearchRequest, SearchResponse, "Hybrid vector + keyword search.")
+WRITE = Method("write", WriteRequest, Written, "Create or merge one node.")
+INGEST = Method("ingest", IngestRequest, IngestResponse, "Ingest a Markdown/text document.")
+REINDEX = Method(
+    "reindex", ReindexRequest, ReindexResponse, "Embed what is missing or stale.", streams=True
+)
+DELETE = Method("delete", NodeRef, DeleteResponse, "Soft-delete a node (a document whole).")
+RESTORE = Method("restore", NodeRef, RestoreResponse, "Undo a soft delete.")
+REPORT_WRITE = Method("report.write", ReportWriteRequest, Written, "Write a report.")
+REPORT_READ_LATEST = Method(
+    "report.read-latest", ReportReadLatestRequest, ReportReadLatestResponse, "Newest reports."
+)
+REPORT_LIST = Method("report.list", ReportListRequest, ReportListResponse, "List reports.")
+CONVERSATION_RECORD = Method(
+    "conversation.record",
+    ConversationRecordRequest,
+    ConversationRecordResponse,
+    "Store one message.",
+)
+CONVERSATION_SEARCH = Method(
+    "conversation.search",
+    ConversationSearchRequest,
+    ConversationSearchResponse,
+    "Search messages by meaning.",
+)
+CONVERSATION_MESSAGES = Method(
+    "conversation.messages",
+    ConversationMessagesRequest,
+    ConversationMessagesResponse,
+    "One session's messages in order.",
+)
+AUDIT_RECORD = Method(
+    "audit.record", AuditRecordRequest, AuditRecordResponse, "Keep one MCP tool call."
+)
+PREVIOUS_CONTEXT = Method(
+    "context.previous",
+    PreviousContextRequest,
+    PreviousContextResponse,
+    "The <previous-context> block of an admin spawn.",
+)
+GRAPH_SAMPLE = Method(
+    "graph.sample", GraphSampleRequest, GraphSampleResponse, "A sample for the Graph page."
+)
+GRAPH_NODE = Method("graph.node", GraphNodeRequest, GraphNodeResponse, "One node's neighbourhood.")
+AGENT_KNOWLEDGE = Method(
+    "agent.knowledge",
+    AgentKnowledgeRequest,
+    AgentKnowledgeResponse,
+    "What a public agent's KNOWLEDGE.md is made of.",
+)
+
+METHODS: tuple[Method[Any, Any], ...] = (
+    HEALTH,
+    EMBED,
+    SEARCH,
+    WRITE,
+    REPORT_WRITE,
+    REPORT_READ_LATEST,
+    REPORT_LIST,
+    CONVERSATION_RECORD,
+    CONVERSATION_SEARCH,
+    CONVERSATION_MESSAGES,
+    INGEST,
+    REINDEX,
+    DELETE,
+    RESTORE,
+    GRAPH_SAMPLE,
+    GRAPH_NODE,
+    AUDIT_RECORD,
+    AGENT_KNOWLEDGE,
+    PREVIOUS_CONTEXT,
+)
+BY_NAME = {method.name: method for method in METHODS}
+
+
+def _wire_fields(model: type[Request] | type[Response]) -> str:
+    names = [
+        (info.alias or name) + ("" if info.is_required() else "?")
+        for name, info in model.model_fields.items()
+        if name != "caller"
+    ]
+    return ", ".join(names)
+
+
+def methods_table() -> str:
+    """The Markdown table of every method, its parameters and its answer (for the README)."""
+    lines = ["| method | params | answer | what it does |", "|---|---|---|---|"]
+    for method in METHODS:
+        lines.append(
+            f"| `{method.name}` | {_wire_fields(method.request) or '—'} | "
+            f"{_wire_fields(method.response)} | {method.summary} |"
+        )
+    return "\n".join(lines)

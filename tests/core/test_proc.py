@@ -1,0 +1,57 @@
+"""The one subprocess runner and the one process-group stop, on real processes."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+
+import pytest
+
+from appliance.core.proc import ToolMissing, ToolTimeout, pid_alive, run, stop_group
+
+
+def test_run_captures_output_and_a_non_zero_exit_is_not_an_error() -> None:
+    done = run([sys.executable, "-c", "import sys; print('out'); sys.exit('bad')"], timeout=30)
+    assert done.returncode == 1 and done.stdout == "out\n" and done.detail() == "bad"
+
+
+def test_a_missing_program_is_tool_missing() -> None:
+    with pytest.raises(ToolMissing, match="/nonexistent/tool"):
+        run(["/nonexistent/tool"], timeout=5)
+
+
+def test_a_timeout_kills_the_whole_group_even_a_grandchild_holding_the_pipe() -> None:
+    # The child starts a grandchild that keeps stdout open and prints its pid, then hangs.
+    script = (
+        "import subprocess, sys, time\n"
+        "g = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(120)'])\n"
+        "print(g.pid, flush=True)\n"
+        "time.sleep(120)\n"
+    )
+    started = time.monotonic()
+    with pytest.raises(ToolTimeout, match="did not finish within 1 s"):
+        run([sys.executable, "-c", script], timeout=1)
+    assert time.monotonic() - started < 60  # not the grandchild's two minutes
+
+
+def test_stop_group_escalates_to_sigkill_for_a_child_that_ignores_sigterm() -> None:
+    ignoring = (
+        "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); "
+        "print(1, flush=True); time.sleep(120)"
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-c", ignoring], stdout=subprocess.PIPE, start_new_session=True
+    )
+    assert proc.stdout is not None and proc.stdout.readline()  # the handler is installed
+    assert stop_group(proc, grace=0.5) == "SIGKILL"
+    assert not pid_alive(proc.pid) and proc.returncode == -9
+    assert stop_group(proc, grace=0.5) is None  # already gone: nothing to do
+    proc.stdout.close()
+
+
+def test_stop_group_ends_a_well_behaved_child_with_sigterm() -> None:
+    proc = subprocess.Popen(
+        [sys.executable, "-c", "import time; time.sleep(120)"], start_new_session=True
+    )
+    assert stop_group(proc, grace=30) == "SIGTERM" and proc.returncode == -15

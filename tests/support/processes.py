@@ -1,0 +1,133 @@
+"""Processes for tests: `maxy` children that are always stopped, waits, ports, environments.
+
+Runtime folders (Unix socket paths must stay short, so they live in /tmp rather than under
+pytest's tmp_path) come from :func:`runtime_dir` and are removed when the session ends.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+import pytest
+
+from appliance.core.config import Settings, load_settings
+from appliance.core.proc import stop_group
+from appliance.graphdb.instance import Neo4jInstance
+
+_RUNTIME_DIRS: list[Path] = []
+
+
+def runtime_dir(prefix: str = "maxy-run-") -> Path:
+    """A short-path folder for a test's sockets, removed at the end of the session."""
+    folder = Path(tempfile.mkdtemp(prefix=prefix, dir="/tmp"))
+    _RUNTIME_DIRS.append(folder)
+    return folder
+
+
+def remove_runtime_dirs() -> None:
+    """Remove every folder :func:`runtime_dir` made (conftest calls it at session end)."""
+    while _RUNTIME_DIRS:
+        shutil.rmtree(_RUNTIME_DIRS.pop(), ignore_errors=True)
+
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def real_claude() -> str | None:
+    """The real Claude Code CLI: `claude` on PATH, else the one the bootstrap cached."""
+    cached = Path(base_environ()["MAXY_CACHE_DIR"]) / "bin" / "claude"
+    return shutil.which("claude") or (str(cached) if os.access(cached, os.X_OK) else None)
+
+
+def free_port() -> int:
+    """A TCP port nobody listens on right now."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def base_environ() -> dict[str, str]:
+    """The environment of this process without any MAXY_* setting."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MAXY_")}
+    env["MAXY_CACHE_DIR"] = os.environ.get(
+        "MAXY_CACHE_DIR", str(Path("~/.cache/maxy").expanduser())
+    )
+    return env
+
+
+@dataclass
+class Neo4jServer:
+    """The session's Neo4j."""
+
+    uri: str
+    password_file: Path
+    instance: Neo4jInstance
+    proc: subprocess.Popen[bytes]
+
+    @property
+    def password(self) -> str:
+        return self.password_file.read_text().strip()
+
+
+@dataclass
+class Env:
+    """A complete settings environment for `maxy` child processes."""
+
+    vars: dict[str, str]
+    account_id: str
+
+    @property
+    def settings(self) -> Settings:
+        return load_settings(self.vars)
+
+
+def maxy(*args: str) -> list[str]:
+    """Command line of the `maxy` program from this source tree."""
+    return [sys.executable, "-m", "appliance", *args]
+
+
+class Process:
+    """A `maxy` child process that is always stopped at the end of its test."""
+
+    def __init__(self, args: list[str], env: dict[str, str], log: Path) -> None:
+        self.log = log
+        self._out = log.open("wb")
+        self.proc = subprocess.Popen(
+            args, env=env, stdout=self._out, stderr=subprocess.STDOUT, start_new_session=True
+        )
+
+    def output(self) -> str:
+        return self.log.read_text(errors="replace")
+
+    def stop(self, timeout: float = 60.0) -> int:
+        stop_group(self.proc, timeout)
+        self._out.close()
+        return self.proc.returncode
+
+
+def wait_until(predicate: object, timeout: float, what: str, interval: float = 0.1) -> None:
+    """Poll ``predicate`` until true; fail with ``what`` after ``timeout`` seconds."""
+    assert callable(predicate)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        time.sleep(interval)
+    pytest.fail(f"timed out after {timeout:.0f} s waiting for {what}")
+
+
+def get_health(port: int) -> httpx.Response | None:
+    """GET /healthz, or None if nothing answers."""
+    try:
+        return httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=6.0)
+    except httpx.TransportError:
+        return None
