@@ -191,6 +191,13 @@ SETTINGS: tuple[Setting, ...] = (
         "Comma-separated host names that serve public agents and /sites only.",
         _names,
     ),
+    Setting(
+        "lan_hostnames",
+        (),
+        "More names the device answers to on the LAN (besides maxy.local, its own name, "
+        "localhost and IP addresses); any other Host gets 421.",
+        _names,
+    ),
     Setting("log_level", "INFO", "debug, info, warning or error.", _log_level),
     Setting("neo4j_uri", "bolt://127.0.0.1:7687", "Bolt address of Neo4j.", _bolt_uri),
     Setting("neo4j_user", "neo4j", "Neo4j user name."),
@@ -402,6 +409,7 @@ class Settings:
     trusted_proxies: tuple[str, ...]
     admin_hostnames: tuple[str, ...]
     public_hostnames: tuple[str, ...]
+    lan_hostnames: tuple[str, ...]
     log_level: str
     neo4j_uri: str
     neo4j_user: str

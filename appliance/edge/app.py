@@ -2,8 +2,11 @@
 
 The edge answers ``/healthz`` (asked of the engine over RPC) and ``/api/admin/version`` itself so
 both work while the app restarts; everything else goes to the app's Unix socket
-(:mod:`appliance.edge.proxy`). An external request for a host that is neither an admin nor a
-public host name is answered 404 here and never reaches the app. The tunnel's host names and
+(:mod:`appliance.edge.proxy`). The version answers only a logged-in admin (the login cookie is
+checked here, with the key the app signs it with): it would tell anyone which release to attack.
+An external request for a host that is neither an admin nor a public host name is answered 404
+here and never reaches the app; a LAN request for a name that is not the device's is answered
+421 (:mod:`appliance.edge.network`: DNS rebinding). The tunnel's host names and
 their roles (cloudflared's config.yml and roles.json, :mod:`appliance.tunnel.state`) join the
 settings' ones and are re-read when those files change.
 """
@@ -16,7 +19,7 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 from starlette.applications import Starlette
-from starlette.requests import Request
+from starlette.requests import HTTPConnection, Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
@@ -30,6 +33,7 @@ from appliance.edge.websocket import deny
 from appliance.rpc.client import RpcClient
 from appliance.rpc.protocol import RpcError
 from appliance.tunnel.state import HostnameRoles, tunnel_health
+from appliance.web import cookies
 from appliance.web.errors import error_body
 
 log = logging.getLogger(__name__)
@@ -38,6 +42,15 @@ HEALTH_TIMEOUT = 4.0
 HEALTH_PATH = "/healthz"
 VERSION_PATH = "/api/admin/version"
 NOT_FOUND = error_body("not-found", "Nothing is served at this address.")
+LOGIN_REQUIRED = error_body("login-required", "Log in to the admin UI to see the version.")
+
+
+def _misdirected(host: str) -> bytes:
+    return error_body(
+        "unknown-host",
+        f"This device does not answer to the name {host!r}. Open it as http://maxy.local:19200 "
+        "or by its address, or add the name to MAXY_LAN_HOSTNAMES.",
+    )
 
 
 async def _engine_health(client: RpcClient) -> dict[str, Any]:
@@ -100,27 +113,50 @@ def _log_classification(peer: str, who: Classification) -> None:
     if log.isEnabledFor(level):
         log.log(
             level,
-            "[edge] op=classify peer=%s network=%s role=%s host=%s ip=%s tunnel=%s",
+            "[edge] op=classify peer=%s network=%s role=%s host=%s ip=%s tunnel=%s%s",
             peer,
             who.network,
             who.host_role or "none",
             who.host or "-",
             who.client_ip,
             who.tunnel,
+            " misdirected=true" if who.misdirected else "",
         )
+
+
+class AdminCheck:
+    """Whether a request carries a valid admin login cookie for its network."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.keys_dir = settings.keys_dir
+        self.key_path = settings.cookie_key_path
+
+    def __call__(self, scope: Scope, network: str) -> bool:
+        if not self.key_path.exists():
+            return False  # nobody has logged in yet; never create the key from here
+        key = cookies.load_key(self.key_path)
+        value = HTTPConnection(scope).cookies.get(cookies.COOKIE_NAME)
+        generation = cookies.read_generation(self.keys_dir)
+        return cookies.verify(key, value, network, generation=generation) is not None
 
 
 class Edge:
     """The ASGI entry point Granian serves."""
 
     def __init__(
-        self, own: ASGIApp, proxy: Proxy, policy: Policy, tunnel: HostnameRoles | None = None
+        self,
+        own: ASGIApp,
+        proxy: Proxy,
+        policy: Policy,
+        tunnel: HostnameRoles | None = None,
+        admin: AdminCheck | None = None,
     ) -> None:
         self.own = own
         self.proxy = proxy
         self.policy = policy
         self.settings_policy = policy
         self.tunnel = tunnel
+        self.admin = admin
         self._tunnel_roles: object = None
 
     def current_policy(self) -> Policy:
@@ -143,8 +179,12 @@ class Edge:
         who = classify(peer, _headers(scope), self.current_policy())
         _log_classification(peer, who)
         path = scope["path"]
-        if who.host_role is None or (path == VERSION_PATH and who.host_role != "admin"):
-            await _not_found(scope, send)
+        if who.misdirected:
+            await _refuse(scope, send, 421, _misdirected(who.host))
+        elif who.host_role is None or (path == VERSION_PATH and who.host_role != "admin"):
+            await _refuse(scope, send, 404, NOT_FOUND)
+        elif path == VERSION_PATH and not (self.admin and self.admin(scope, who.network)):
+            await _refuse(scope, send, 401, LOGIN_REQUIRED)
         elif kind == "http" and path in (HEALTH_PATH, VERSION_PATH):
             await self.own(scope, receive, send)
         elif kind == "http":
@@ -153,16 +193,16 @@ class Edge:
             await self.proxy.websocket(scope, receive, send, who)
 
 
-async def _not_found(scope: Scope, send: Send) -> None:
+async def _refuse(scope: Scope, send: Send, status: int, body: bytes) -> None:
     if scope["type"] == "websocket":
-        await deny(scope, send, 404, NOT_FOUND, [(b"content-type", b"application/json")])
+        await deny(scope, send, status, body, [(b"content-type", b"application/json")])
         return
     headers = [
         (b"content-type", b"application/json"),
-        (b"content-length", str(len(NOT_FOUND)).encode()),
+        (b"content-length", str(len(body)).encode()),
     ]
-    await send({"type": "http.response.start", "status": 404, "headers": headers})
-    await send({"type": "http.response.body", "body": NOT_FOUND})
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
 
 
 def _brand(settings: Settings) -> str:
@@ -180,4 +220,5 @@ def create_app(settings: Settings | None = None) -> Edge:
     settings = settings or load_settings()
     proxy = Proxy(settings.app_socket, brand=_brand(settings))
     tunnel = HostnameRoles(settings.cloudflared_config, settings.tunnel_roles_path)
-    return Edge(_own_routes(settings, proxy), proxy, Policy.from_settings(settings), tunnel)
+    policy = Policy.from_settings(settings)
+    return Edge(_own_routes(settings, proxy), proxy, policy, tunnel, AdminCheck(settings))

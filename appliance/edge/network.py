@@ -13,6 +13,11 @@ Pure functions, no I/O. The rules:
 - Host role. ``public_hostnames`` -> public (even if also an admin name), ``admin_hostnames`` ->
   admin, any other host on the LAN -> admin; an external request for any other host has no role
   (the edge answers 404).
+- Own names. On the LAN the device answers only to its own names: an IP address, ``localhost``,
+  ``maxy.local``, its host name (bare and ``.local``), ``lan_hostnames`` and the tunnel's names.
+  Any other Host is ``misdirected`` (the edge answers 421 before anything else): a page on the
+  owner's network that rebinds its own DNS name to the device cannot drive the PIN setup or the
+  API, since the browser sends that page's name as Host.
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import ipaddress
+import socket
 import urllib.parse
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -46,6 +52,9 @@ LAN_NETWORKS: tuple[Net, ...] = tuple(
     )
 )
 TUNNEL_HEADERS = ("cf-connecting-ip", "cf-ray")
+_OWN_NAME = socket.gethostname().lower().rstrip(".")
+#: The names every device answers to on the LAN, whatever the settings say.
+OWN_HOSTNAMES = frozenset({"localhost", "maxy.local", _OWN_NAME, f"{_OWN_NAME}.local"})
 
 
 @dataclass(frozen=True)
@@ -55,6 +64,7 @@ class Policy:
     trusted_proxies: tuple[Net, ...] = ()
     admin_hostnames: frozenset[str] = frozenset()
     public_hostnames: frozenset[str] = frozenset()
+    lan_hostnames: frozenset[str] = OWN_HOSTNAMES
 
     @classmethod
     def build(
@@ -62,6 +72,7 @@ class Policy:
         trusted_proxies: Iterable[str] = (),
         admin_hostnames: Iterable[str] = (),
         public_hostnames: Iterable[str] = (),
+        lan_hostnames: Iterable[str] = (),
     ) -> Policy:
         """Parse proxy addresses or CIDR networks; raise ValueError naming a bad entry."""
         nets: list[Net] = []
@@ -77,13 +88,17 @@ class Policy:
             trusted_proxies=tuple(nets),
             admin_hostnames=frozenset(h.lower() for h in admin_hostnames),
             public_hostnames=frozenset(h.lower() for h in public_hostnames),
+            lan_hostnames=OWN_HOSTNAMES | {h.lower().rstrip(".") for h in lan_hostnames},
         )
 
     @classmethod
     def from_settings(cls, settings: Settings) -> Policy:
         """The policy the settings describe."""
         return cls.build(
-            settings.trusted_proxies, settings.admin_hostnames, settings.public_hostnames
+            settings.trusted_proxies,
+            settings.admin_hostnames,
+            settings.public_hostnames,
+            settings.lan_hostnames,
         )
 
     def with_hostnames(self, admin: Iterable[str], public: Iterable[str]) -> Policy:
@@ -94,6 +109,17 @@ class Policy:
             public_hostnames=self.public_hostnames | {h.lower() for h in public},
         )
 
+    def own_name(self, host: str) -> bool:
+        """Whether ``host`` (from :func:`host_name`) names this device on the LAN."""
+        return (
+            not host  # HTTP/1.0 without Host: no browser sends that, so no page can rebind it
+            or parse_address(host) is not None
+            or host.endswith(".localhost")
+            or host in self.lan_hostnames
+            or host in self.admin_hostnames
+            or host in self.public_hostnames
+        )
+
     def trusts(self, address: Address | None) -> bool:
         """Whether forwarded headers from this peer are believed."""
         return address is not None and any(address in net for net in self.trusted_proxies)
@@ -101,7 +127,8 @@ class Policy:
 
 @dataclass(frozen=True)
 class Classification:
-    """The edge's verdict on one request; ``host_role`` None means: answer 404."""
+    """The edge's verdict on one request; ``host_role`` None means: answer 404 (421 when
+    ``misdirected``: a LAN request for a name that is not the device's)."""
 
     network: Network
     client_ip: str
@@ -109,6 +136,7 @@ class Classification:
     host: str
     tunnel: bool
     forwarded_trusted: bool
+    misdirected: bool = False
 
 
 @functools.lru_cache(maxsize=4096)  # the same few peers ask again and again
@@ -137,6 +165,8 @@ def is_lan(address: Address | None) -> bool:
 def host_name(host_header: str | None) -> str:
     """The Host header without its port, lower-case (``[::1]:80`` -> ``::1``)."""
     host = (host_header or "").strip().lower()
+    if "," in host or " " in host:
+        return host  # several Host headers (joined) or garbage: names nothing, matches nothing
     if host.startswith("["):
         host = host[1:].split("]", 1)[0]
     elif host.count(":") == 1:
@@ -185,8 +215,11 @@ def classify(peer: str | None, headers: Mapping[str, str], policy: Policy) -> Cl
     via_loopback = peer_address is not None and peer_address.is_loopback
     tunnel = from_connector or (tunnel_host and via_loopback)
     network: Network = "lan" if not tunnel and is_lan(client) else "external"
+    misdirected = network == "lan" and not policy.own_name(host)
     role: HostRole | None
-    if host in policy.public_hostnames:
+    if misdirected:
+        role = None
+    elif host in policy.public_hostnames:
         role = "public"
     elif host in policy.admin_hostnames or network == "lan":
         role = "admin"
@@ -199,6 +232,7 @@ def classify(peer: str | None, headers: Mapping[str, str], policy: Policy) -> Cl
         host=host,
         tunnel=tunnel,
         forwarded_trusted=forwarded_trusted or from_connector,
+        misdirected=misdirected,
     )
 
 

@@ -98,7 +98,7 @@ class Stack:
 
 def _edge_answers(stack: Stack) -> bool:
     try:
-        return httpx.get(stack.url + "/api/admin/version", timeout=5).status_code == 200
+        return httpx.get(stack.url + "/api/admin/version", timeout=5).status_code == 401
     except httpx.TransportError:
         return False
 
@@ -143,6 +143,7 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
         MAXY_ADMIN_HOSTNAMES=ADMIN_HOST,
         MAXY_PUBLIC_HOSTNAMES=PUBLIC_HOST,
         MAXY_TRUSTED_PROXIES=TRUSTED_PROXY,
+        MAXY_LAN_HOSTNAMES="app.lan",
     ) as stack:
         yield stack
 

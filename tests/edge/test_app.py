@@ -10,7 +10,9 @@ import pytest
 from websockets.asyncio.client import connect
 from websockets.exceptions import InvalidStatus
 
+from appliance.core.config import load_settings
 from tests.edge.conftest import ADMIN_HOST, PUBLIC_HOST, TRUSTED_PROXY, Stack
+from tests.support.auth import admin_cookie
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(60)]
 
@@ -74,23 +76,73 @@ async def test_an_external_request_for_an_unknown_host_never_reaches_the_app(edg
     )
 
 
+TUNNEL_ADMIN = {"Host": ADMIN_HOST, "Cf-Connecting-Ip": "198.51.100.7"}
+
+
 @pytest.mark.parametrize(
-    ("headers", "status"),
+    ("headers", "network", "status"),
     [
-        ({}, 200),
-        ({"Host": ADMIN_HOST, "Cf-Connecting-Ip": "198.51.100.7"}, 200),
-        ({"Host": PUBLIC_HOST, "Cf-Connecting-Ip": "198.51.100.7"}, 404),
-        ({"Host": PUBLIC_HOST}, 404),
+        ({}, "lan", 200),
+        (TUNNEL_ADMIN, "external", 200),
+        ({}, None, 401),  # no cookie
+        (TUNNEL_ADMIN, None, 401),
+        (TUNNEL_ADMIN, "lan", 401),  # a LAN cookie is no login through the tunnel
+        ({}, "external", 401),
+        ({"Host": PUBLIC_HOST, "Cf-Connecting-Ip": "198.51.100.7"}, "external", 404),
+        ({"Host": PUBLIC_HOST}, "lan", 404),
     ],
 )
-async def test_version_answers_only_on_the_admin_host_role(
-    edge: Stack, headers: dict[str, str], status: int
+async def test_version_answers_only_an_admin_session_on_the_admin_host_role(
+    edge: Stack, headers: dict[str, str], network: str | None, status: int
 ) -> None:
+    if network is not None:
+        headers = headers | admin_cookie(load_settings(edge.vars), network)
     before = (await asyncio.to_thread(edge.state))["requests"]
     async with httpx.AsyncClient(base_url=edge.url) as client:
         response = await client.get("/api/admin/version", headers=headers)
     assert response.status_code == status
+    if status == 401:
+        assert response.json()["code"] == "login-required"
     if status == 200:
         assert response.json()["installed"]["version"]
         assert response.json()["latest"] is None
     assert (await asyncio.to_thread(edge.state))["requests"] == before  # the edge's own answer
+
+
+@pytest.mark.parametrize(
+    "host",
+    ["rebound.attacker.example", "maxy.local.attacker.example", "evil:19200"],
+)
+async def test_a_lan_request_for_another_name_is_misdirected_before_anything_else(
+    edge: Stack, host: str
+) -> None:
+    # DNS rebinding: a page on the owner's network re-points its own name at the device; the
+    # browser then sends that name as Host. The edge answers 421 and the app never sees it.
+    before = (await asyncio.to_thread(edge.state))["requests"]
+    async with httpx.AsyncClient(base_url=edge.url) as client:
+        api = await client.post("/api/pin", headers={"Host": host}, json={"pin": "1234"})
+        page = await client.get("/", headers={"Host": host})
+        version = await client.get(
+            "/api/admin/version",
+            headers={"Host": host} | admin_cookie(load_settings(edge.vars)),
+        )
+    for response in (api, page, version):
+        assert response.status_code == 421
+        assert response.json()["code"] == "unknown-host"
+        assert "MAXY_LAN_HOSTNAMES" in response.json()["message"]
+    with pytest.raises(InvalidStatus) as refused:
+        async with connect(f"{edge.ws_url}/ws", additional_headers={"Host": host}):
+            pass
+    assert refused.value.response.status_code == 421
+    assert (await asyncio.to_thread(edge.state))["requests"] == before
+    assert f"host={host.split(':')[0]}" in edge.edge_output()
+
+
+@pytest.mark.parametrize(
+    "host", ["maxy.local", "maxy.local:19200", "localhost", "127.0.0.1:8080", "[::1]", "app.lan"]
+)
+async def test_the_devices_own_names_reach_the_app(edge: Stack, host: str) -> None:
+    async with httpx.AsyncClient(base_url=edge.url) as client:
+        response = await client.get("/echo", headers={"Host": host})
+    assert response.status_code == 200
+    assert classification(response.json())[0] == "lan"

@@ -9,6 +9,7 @@ from typing import Any
 import httpx
 import pytest
 
+from tests.support.auth import admin_cookie
 from tests.support.processes import Env, get_health, maxy, wait_until
 
 
@@ -40,7 +41,10 @@ def test_healthz_reports_neo4j_and_embedder_healthy(edge: tuple[Env, Any, Any]) 
 
 def test_version_is_served_by_the_edge(edge: tuple[Env, Any, Any]) -> None:
     env, _, _ = edge
-    body = httpx.get(f"http://127.0.0.1:{env.settings.port}/api/admin/version").json()
+    url = f"http://127.0.0.1:{env.settings.port}/api/admin/version"
+    refused = httpx.get(url)
+    assert refused.status_code == 401 and refused.json()["code"] == "login-required"
+    body = httpx.get(url, headers=admin_cookie(env.settings)).json()
     assert body["installed"]["version"] == "0.1.0"
     assert "gitRevision" in body["installed"]
     assert body["latest"] is None

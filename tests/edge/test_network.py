@@ -209,3 +209,35 @@ def test_an_untrusted_public_peer_is_never_lan_whatever_it_sends(
     assert who.client_ip == str(peer)
     if who.host_role == "admin":
         assert host_name(headers.get("host")) == ADMIN
+
+
+@pytest.mark.parametrize(
+    ("host", "misdirected"),
+    [
+        ("maxy.local", False),
+        ("MAXY.LOCAL.:19200", False),
+        ("localhost", False),
+        ("app.localhost", False),
+        ("192.168.1.9:19200", False),
+        ("[fe80::1]", False),
+        ("", False),
+        (ADMIN, False),
+        (PUBLIC, False),
+        ("home.lan", False),  # in lan_hostnames
+        ("rebound.attacker.example", True),
+        ("maxy.local.attacker.example", True),
+        ("192.168.1.9, evil.example", True),  # two Host headers
+    ],
+)
+def test_the_lan_answers_only_to_the_devices_own_names(host: str, misdirected: bool) -> None:
+    policy = Policy.build(
+        admin_hostnames=[ADMIN], public_hostnames=[PUBLIC], lan_hostnames=["Home.LAN"]
+    )
+    who = classify("192.168.1.20", {"host": host}, policy)
+    assert who.misdirected is misdirected
+    assert (who.host_role is None) is misdirected
+
+
+def test_an_external_request_is_never_misdirected_only_unknown() -> None:
+    who = classify("8.8.8.8", {"host": "rebound.attacker.example"}, POLICY)
+    assert not who.misdirected and who.host_role is None

@@ -14,7 +14,9 @@ import pytest
 from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed, InvalidStatus
 
+from appliance.core.config import load_settings
 from tests.edge.conftest import PUBLIC_HOST, Stack
+from tests.support.auth import admin_cookie
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(60)]
 
@@ -244,7 +246,9 @@ async def test_while_the_app_is_down_the_edge_answers_503(edge: Stack) -> None:
         api = await client.get("/api/admin/sites")
         page = await client.get("/admin/data", headers={"Accept": "text/html,*/*;q=0.8"})
         form = await client.post("/login", headers={"Accept": "text/html"}, content=b"x")
-        version = await client.get("/api/admin/version")
+        version = await client.get(
+            "/api/admin/version", headers=admin_cookie(load_settings(edge.vars))
+        )
     assert api.status_code == 503
     assert api.headers["retry-after"] == "2"
     assert api.json() == {
