@@ -52,6 +52,7 @@ DEFAULTS: list[tuple[str, Any]] = [
     ("trusted_proxies", ()),
     ("admin_hostnames", ()),
     ("public_hostnames", ()),
+    ("lan_hostnames", ()),
     ("log_level", "INFO"),
     ("neo4j_uri", "bolt://127.0.0.1:7687"),
     ("neo4j_user", "neo4j"),
