@@ -14,7 +14,10 @@ from __future__ import annotations
 import logging
 
 from starlette.applications import Starlette
+from starlette.middleware import Middleware
+from starlette.requests import HTTPConnection
 from starlette.routing import BaseRoute
+from starlette.types import Scope
 
 from appliance.app import agents_admin, auth, chat, pages, public, sessions, sites, updates
 from appliance.app import settings as settings_page
@@ -22,10 +25,23 @@ from appliance.app.context import AppContext
 from appliance.core.accounts import validate_account_id
 from appliance.core.config import Settings, load_settings
 from appliance.rpc.client import RpcClient
+from appliance.web import security
+from appliance.web.client import client_of
 
 log = logging.getLogger(__name__)
 
 ENGINE_TIMEOUT = 10.0
+
+
+def page_policy(scope: Scope) -> str:
+    """The Content-Security-Policy of a response (see :mod:`appliance.web.security`)."""
+    path = scope["path"]
+    if path == "/sites" or path.startswith("/sites/"):
+        return security.SITES
+    role = client_of(HTTPConnection(scope)).host_role
+    if path == "/onboarding" or auth.is_admin_path(path, role):
+        return security.ADMIN
+    return security.STRICT
 
 
 def create_app(settings: Settings | None = None) -> Starlette:
@@ -49,4 +65,5 @@ def create_app(settings: Settings | None = None) -> Starlette:
         *chat.routes(ctx),
         *public.routes(ctx),
     ]
-    return Starlette(routes=routes, middleware=auth.middleware(ctx))
+    headers = Middleware(security.SecurityHeaders, choose=page_policy)
+    return Starlette(routes=routes, middleware=[headers, *auth.middleware(ctx)])

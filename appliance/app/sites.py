@@ -13,8 +13,9 @@ joined under the resolved root and resolved again (symlinks): a result outside t
 The file is then opened by walking the resolved path from the root with ``O_NOFOLLOW`` on every
 component, so a symlink swapped in after the check is refused rather than followed.
 
-Every response carries ``X-Content-Type-Options: nosniff``. HTML (and SVG, which is a document
-too) gets a CSP that forbids scripts, because sites share an origin with the admin UI.
+Every response carries the security headers of :mod:`appliance.web.security` (``nosniff``
+among them) with its ``SITES`` policy, which forbids scripts, because sites share an origin
+with the admin UI.
 """
 
 from __future__ import annotations
@@ -46,7 +47,6 @@ PREFIX = b"/sites/"
 MAX_TARGET_BYTES = 2048
 CHUNK_BYTES = 64 * 1024
 #: Scripts never run in published pages: the sites share an origin with the admin UI.
-HTML_CSP = "default-src 'self' https: data:; script-src 'none'"
 HTML_CACHE = "no-cache"
 ASSET_CACHE = "public, max-age=3600"
 
@@ -72,7 +72,6 @@ MIME_TYPES: Mapping[str, str] = {
     "otf": "font/otf",
 }
 DEFAULT_TYPE = "application/octet-stream"
-_DOCUMENT_TYPES = {"html", "htm", "svg"}
 _FORBIDDEN_CHARS = frozenset("/\\\x00:") | frozenset(chr(c) for c in range(0x20)) | {"\x7f"}
 
 
@@ -217,8 +216,6 @@ class OpenFileResponse(Response):
 def _type_headers(name: str) -> dict[str, str]:
     extension = name.rsplit(".", 1)[-1].lower() if "." in name else ""
     headers = {"content-type": MIME_TYPES.get(extension, DEFAULT_TYPE)}
-    if extension in _DOCUMENT_TYPES:
-        headers["content-security-policy"] = HTML_CSP
     headers["cache-control"] = HTML_CACHE if extension in ("html", "htm") else ASSET_CACHE
     return headers
 
@@ -228,7 +225,6 @@ def routes(ctx: AppContext) -> list[BaseRoute]:
     root = ctx.settings.accounts_dir / ctx.account.id / "sites"
 
     def finish(response: Response, op: str, raw: bytes, reason: str = "") -> Response:
-        response.headers["x-content-type-options"] = "nosniff"
         level = logging.WARNING if op == "forbid" else logging.INFO
         fields = kv(path=raw[:300].decode("latin-1"), status=response.status_code)
         log.log(level, "[sites] op=%s %s%s", op, fields, f" reason={reason}" if reason else "")

@@ -33,7 +33,7 @@ from appliance.edge.websocket import deny
 from appliance.rpc.client import RpcClient
 from appliance.rpc.protocol import RpcError
 from appliance.tunnel.state import HostnameRoles, tunnel_health
-from appliance.web import cookies
+from appliance.web import cookies, security
 from appliance.web.errors import error_body
 
 log = logging.getLogger(__name__)
@@ -175,6 +175,8 @@ class Edge:
         if kind not in ("http", "websocket"):
             await self.own(scope, receive, send)  # lifespan
             return
+        if kind == "http":  # every answer, the edge's own included, has the security headers
+            send = security.on_start(send, security.STRICT)
         peer = (scope.get("client") or ("", 0))[0]
         who = classify(peer, _headers(scope), self.current_policy())
         _log_classification(peer, who)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import html
 
+from appliance.web import security
 from appliance.web.errors import error_body
 from appliance.web.sse import frame
 
@@ -54,6 +55,12 @@ _PAGE = """<!doctype html>
 """
 
 
+_CSS = _PAGE.split("<style>", 1)[1].split("</style>", 1)[0].replace("{{", "{").replace("}}", "}")
+# The page's own <style> is allowed by its hash; nothing else inline.
+_PAGE_POLICY = security.STRICT.replace("style-src 'self'", f"style-src {security.style_hash(_CSS)}")
+_PAGE_POLICY_BYTES = _PAGE_POLICY.encode()
+
+
 def wants_json(method: str, path: str, accept: str) -> bool:
     """Whether the caller is an API client rather than a page navigation."""
     return method != "GET" or path.startswith("/api/") or "application/json" in accept.lower()
@@ -80,6 +87,7 @@ def answer(
     else:
         content_type, body = b"text/html; charset=utf-8", page(brand)
     headers = [
+        (b"content-security-policy", _PAGE_POLICY_BYTES),
         (b"content-type", content_type),
         (b"content-length", str(len(body)).encode()),
         (b"retry-after", str(RETRY_AFTER_S).encode()),

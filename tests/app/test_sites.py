@@ -13,6 +13,7 @@ import httpx
 import pytest
 
 from appliance.app import sites
+from appliance.web import security
 from tests.app.running_app import RunningApp, edge_headers, raw_request, start_app
 from tests.app.traversal import (
     PASSWD_MARKER,
@@ -22,7 +23,7 @@ from tests.app.traversal import (
 )
 from tests.support.processes import Env
 
-HTML_CSP = "default-src 'self' https: data:; script-src 'none'"
+HTML_CSP = security.SITES
 
 ASSETS: dict[str, tuple[bytes, str]] = {
     "page.html": (b"<!doctype html><p>page</p>", "text/html; charset=utf-8"),
@@ -76,7 +77,7 @@ def test_files_are_served_with_their_type_and_cache_policy(
                 assert response.headers["cache-control"] == "public, max-age=3600", name
         svg = client.get("/sites/logo.svg")
         assert svg.headers["content-security-policy"] == HTML_CSP  # an SVG is a document too
-        assert "content-security-policy" not in client.get("/sites/style.css").headers
+        assert client.get("/sites/style.css").headers["content-security-policy"] == HTML_CSP
 
 
 def test_a_large_file_arrives_whole(sites_app: tuple[RunningApp, Path]) -> None:
