@@ -7,7 +7,6 @@ order. On the device systemd does this job, one unit per role.
 
 from __future__ import annotations
 
-import ctypes
 import logging
 import os
 import signal
@@ -20,7 +19,7 @@ from urllib.parse import urlsplit
 
 from appliance.core.config import Settings, SettingsError
 from appliance.core.ports import check_port_free
-from appliance.core.proc import stop_group
+from appliance.core.proc import die_with_parent, stop_group
 from appliance.core.resources import self_command
 from appliance.graphdb.errors import Neo4jSetupError
 from appliance.graphdb.instance import Neo4jInstance, wait_for_bolt
@@ -32,7 +31,6 @@ POLL_INTERVAL = 0.2
 STOP_TIMEOUT = 30.0
 MAX_BACKOFF = 30.0
 STABLE_AFTER = 60.0
-PR_SET_PDEATHSIG = 1
 
 
 @dataclass
@@ -84,19 +82,13 @@ class Child:
         log.info("[supervisor] op=stop child=%s code=%s", self.name, proc.returncode)
 
 
-def _die_with_parent() -> None:
-    """Ask the kernel to SIGTERM this child if the supervisor dies (even by SIGKILL)."""
-    libc = ctypes.CDLL(None, use_errno=True)
-    libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
-
-
 def _role(name: str, environ: Mapping[str, str]) -> Callable[[], subprocess.Popen[bytes]]:
     def start() -> subprocess.Popen[bytes]:
         return subprocess.Popen(
             [*self_command(), name],
             env=dict(environ),
             start_new_session=True,
-            preexec_fn=_die_with_parent,
+            preexec_fn=die_with_parent,
         )
 
     return start
@@ -104,7 +96,7 @@ def _role(name: str, environ: Mapping[str, str]) -> Callable[[], subprocess.Pope
 
 def _neo4j(instance: Neo4jInstance) -> Callable[[], subprocess.Popen[bytes]]:
     def start() -> subprocess.Popen[bytes]:
-        proc = instance.spawn(instance.console_log, preexec_fn=_die_with_parent)
+        proc = instance.spawn(instance.console_log, preexec_fn=die_with_parent)
         instance.record_pid(proc.pid, f"supervisor:{os.getpid()}")
         return proc
 

@@ -24,6 +24,7 @@ from appliance.app import settings as settings_page
 from appliance.app.context import AppContext
 from appliance.core.accounts import validate_account_id
 from appliance.core.config import Settings, load_settings
+from appliance.core.proc import die_with_server
 from appliance.rpc.client import RpcClient
 from appliance.web import security
 from appliance.web.client import client_of
@@ -46,6 +47,7 @@ def page_policy(scope: Scope) -> str:
 
 def create_app(settings: Settings | None = None) -> Starlette:
     """Build the app (Granian calls this as a factory)."""
+    die_with_server()
     settings = settings or load_settings()
     account = validate_account_id(settings.accounts_dir, settings.account_id)
     ctx = AppContext(

@@ -15,7 +15,9 @@ Errors::
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import logging
+import multiprocessing
 import os
 import signal
 import subprocess
@@ -61,6 +63,32 @@ class Completed:
     def detail(self, limit: int = 300) -> str:
         """The end of what it said (stderr, else stdout) on one line, for an error message."""
         return " ".join((self.stderr or self.stdout).split())[-limit:]
+
+
+PR_SET_PDEATHSIG = 1
+
+
+def die_with_parent(sig: signal.Signals = signal.SIGTERM) -> None:
+    """Ask the kernel to send ``sig`` to this process when its parent dies (even by SIGKILL)."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(PR_SET_PDEATHSIG, sig)
+
+
+def die_with_server() -> None:
+    """In a server's worker process (Granian forks one per role): end when the server ends.
+
+    Without this a role killed with SIGKILL leaves its worker running, still holding the socket
+    and the memory. Called by each role's application factory; a no-op outside a worker. The
+    signal is SIGKILL: a worker whose server is gone has nobody to report to, and the app's
+    worker was seen to catch SIGTERM and never finish. (A normal stop never gets here: the server
+    stops its workers itself.)
+    """
+    parent = multiprocessing.parent_process()
+    if parent is None:
+        return
+    die_with_parent(signal.SIGKILL)
+    if os.getppid() != parent.pid:  # the server died before the line above
+        os.kill(os.getpid(), signal.SIGKILL)
 
 
 def run(

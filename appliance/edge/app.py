@@ -26,6 +26,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from appliance.core.accounts import AccountError, validate_account_id
 from appliance.core.config import Settings, load_settings
+from appliance.core.proc import die_with_server
 from appliance.core.version import build_info
 from appliance.edge.network import Classification, Policy, classify
 from appliance.edge.proxy import Proxy
@@ -219,6 +220,7 @@ def _brand(settings: Settings) -> str:
 
 def create_app(settings: Settings | None = None) -> Edge:
     """Build the edge application (Granian calls this as a factory)."""
+    die_with_server()
     settings = settings or load_settings()
     proxy = Proxy(settings.app_socket, brand=_brand(settings))
     tunnel = HostnameRoles(settings.cloudflared_config, settings.tunnel_roles_path)

@@ -43,6 +43,7 @@ from starlette.types import ASGIApp
 from starlette.websockets import WebSocket
 
 from appliance.core.config import Settings, load_settings
+from appliance.core.proc import die_with_server
 from appliance.core.resources import self_command
 from appliance.sessions.errors import BadRequest, BodyTooLarge, SessionError, TranscriptMissing
 from appliance.sessions.feed import feed_response
@@ -98,7 +99,7 @@ def create_app(
     settings: Settings | None = None, environ: Mapping[str, str] | None = None
 ) -> Starlette:
     """Build the manager app (Granian calls this as a factory)."""
-
+    die_with_server()
     settings = settings or load_settings()
     logging.getLogger("watchfiles").setLevel(logging.WARNING)  # it logs every batch at INFO
     manager = SessionManager(settings, os.environ if environ is None else environ, self_command())
