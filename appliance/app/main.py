@@ -14,8 +14,10 @@ from __future__ import annotations
 import logging
 
 from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
-from starlette.requests import HTTPConnection
+from starlette.requests import HTTPConnection, Request
+from starlette.responses import Response
 from starlette.routing import BaseRoute
 from starlette.types import Scope
 
@@ -28,6 +30,7 @@ from appliance.core.proc import die_with_server
 from appliance.rpc.client import RpcClient
 from appliance.web import security
 from appliance.web.client import client_of
+from appliance.web.errors import error_response
 
 log = logging.getLogger(__name__)
 
@@ -67,5 +70,20 @@ def create_app(settings: Settings | None = None) -> Starlette:
         *chat.routes(ctx),
         *public.routes(ctx),
     ]
+
+    async def no_route(request: Request, exc: Exception) -> Response:
+        """No route for this path (404) or method (405): a JSON error, or the 404 page."""
+        assert isinstance(exc, HTTPException)
+        if exc.status_code == 404 and not request.url.path.startswith("/api/"):
+            return public.not_found(ctx, request)
+        if exc.status_code == 405:
+            message = f"{request.url.path} does not take {request.method}."
+            return error_response(405, "method-not-allowed", message, headers=exc.headers)
+        return error_response(404, "not-found", "Nothing is served at this address.")
+
     headers = Middleware(security.SecurityHeaders, choose=page_policy)
-    return Starlette(routes=routes, middleware=[headers, *auth.middleware(ctx)])
+    return Starlette(
+        routes=routes,
+        middleware=[headers, *auth.middleware(ctx)],
+        exception_handlers={404: no_route, 405: no_route},
+    )
