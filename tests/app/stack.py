@@ -101,7 +101,7 @@ class Stack:
             return False
         return status == 200
 
-    def client(self, cookies: httpx.Cookies | None = None, **headers: str) -> httpx.Client:
+    def client(self, cookies: httpx.Cookies | None = None, /, **headers: str) -> httpx.Client:
         """An httpx client on the app's Unix socket (as a local process, unless headers say)."""
         return httpx.Client(
             transport=httpx.HTTPTransport(uds=str(self.env.settings.app_socket)),

@@ -150,7 +150,7 @@ def test_two_messages_stream_and_the_graph_keeps_them_from_the_second(
     stack.processes["app"].stop()
     stack.start("app")
     wait_until(stack.app_answers, 60, f"the app after a restart\n{stack.output()}")
-    with stack.client(cookies=cookies) as client:
+    with stack.client(cookies) as client:
         transcript = client.get("/api/public/anna/messages").json()
         assert [(m["role"], m["text"]) for m in transcript["messages"]] == expected
         assert transcript["persisted"] is True

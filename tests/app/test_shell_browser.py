@@ -56,7 +56,8 @@ def session_of(page: Any) -> str:
     from urllib.parse import parse_qs, urlparse
 
     page.wait_for_function("new URL(location.href).searchParams.has('session')")
-    return parse_qs(urlparse(page.url).query)["session"][0]
+    url: str = page.url
+    return parse_qs(urlparse(url).query)["session"][0]
 
 
 def start_session(page: Any, message: str) -> None:

@@ -403,8 +403,8 @@ def report(result: dict[str, Any]) -> None:
     for size, f in result["sizes"].items():
         for stage in STAGES:
             extra = round(f[stage]["p50_ms"] - f["ours"]["p50_ms"], 2)
-            cells = (size, stage, f[stage]["p50_ms"], f[stage]["p95_ms"], extra)
-            print("  ".join(f"{c:>10}" for c in cells))
+            row = (size, stage, f[stage]["p50_ms"], f[stage]["p95_ms"], extra)
+            print("  ".join(f"{c:>10}" for c in row))
     print("(+expansion searches one paraphrase too; routing uses the entity class)")
     verdicts = result["targets"]
     print(f"target p95 <= 50 ms at 100k, no embed: {verdicts['p95_le_50ms_at_100k']}")

@@ -20,6 +20,7 @@ from typing import Any
 import httpx
 import pytest
 from mcp import ClientSession, StdioServerParameters, stdio_client
+from mcp.types import TextContent
 
 from tests.support.processes import (
     REPO,
@@ -217,7 +218,9 @@ async def test_mcp_started_as_a_session_would_lists_the_memory_tools(stack: Stac
         assert not written.is_error, written.content
         found = await session.call_tool("memory-search", {"query": "which tea"})
     assert {"memory-search", "memory-write", "memory-ingest"} <= tools
-    assert "Earl Grey" in found.content[0].text
+    answer = found.content[0]
+    assert isinstance(answer, TextContent), answer
+    assert "Earl Grey" in answer.text
 
 
 def test_doctor_reports_every_check(stack: Stack) -> None:
