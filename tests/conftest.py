@@ -27,6 +27,7 @@ from tests.support.processes import (
     remove_runtime_dirs,
     runtime_dir,
 )
+from tests.support.stacks import account_env, neo4j_vars
 
 
 @pytest.fixture
@@ -129,18 +130,8 @@ def maxy_env(neo4j_server: Neo4jServer, tmp_path: Path) -> Env:
     """Settings for a `maxy` process using the session Neo4j, with one account on disk."""
     data = tmp_path / "data"
     # Unix socket paths are short (107 bytes): keep the runtime dir near the root.
-    runtime = runtime_dir()
     account = create_account(data / "accounts", "Test Owner")
-    env = base_environ()
-    env.update(
-        MAXY_DATA_DIR=str(data),
-        MAXY_RUNTIME_DIR=str(runtime),
-        MAXY_ACCOUNT_ID=account.id,
-        MAXY_NEO4J_URI=neo4j_server.uri,
-        MAXY_NEO4J_PASSWORD_FILE=str(neo4j_server.password_file),
-        MAXY_HOST="127.0.0.1",
-        MAXY_PORT=str(free_port()),
-    )
+    env = account_env(data, runtime_dir(), account.id, **neo4j_vars(neo4j_server))
     return Env(env, account.id)
 
 

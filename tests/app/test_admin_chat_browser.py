@@ -22,11 +22,9 @@ import pytest
 
 from appliance.memory.graph import Graph
 from tests.app import test_browser as shell_tests
-from tests.app.sessions_stack import start_manager
-from tests.app.stack import Stack, make_env, running_stack
-from tests.sessions.conftest import DOUBLE
 from tests.sessions.test_spawn import option
-from tests.support.processes import Neo4jServer, wait_until
+from tests.support.processes import Neo4jServer
+from tests.support.stacks import DOUBLE, Stack, make_env, running_stack, start_manager
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -55,12 +53,6 @@ def stack(neo4j_server: Neo4jServer, tmp_path_factory: pytest.TempPathFactory) -
     )
     try:
         with running_stack(env, root / "logs", "engine", "app", "edge") as running:
-            port = env.settings.port
-            wait_until(
-                lambda: shell_tests._edge_serves(port),
-                60,
-                f"the edge on :{port}\n{running.output()}",
-            )
             running.rpc(
                 "write",
                 {"label": "Task", "properties": {"name": "Oil the gate", "priority": "high"}},

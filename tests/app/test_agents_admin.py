@@ -23,8 +23,8 @@ from appliance.memory.graph import Graph
 from appliance.rpc.client import RpcClient
 from appliance.rpc.protocol import RemoteError
 from tests.app.running_app import edge_headers
-from tests.app.stack import Stack, make_env, running_stack
 from tests.support.processes import Neo4jServer, maxy, wait_until
+from tests.support.stacks import Stack, make_env, running_stack
 
 BRAND = "Gardenia"
 PUBLIC = edge_headers("external", "203.0.113.9", "public")

@@ -21,10 +21,10 @@ from appliance.app.chat import RATE_LIMIT, VISITOR_COOKIE
 from appliance.core.identity import Caller
 from appliance.rpc.client import RpcClient
 from tests.app.running_app import edge_headers
-from tests.app.stack import Stack, add_agent, make_env, running_stack
 from tests.fakes.anthropic_api import FakeAnthropic, Reply
 from tests.support import sse
 from tests.support.processes import Neo4jServer, wait_until
+from tests.support.stacks import Stack, add_agent, make_env, running_stack
 
 GATEWAY = "claude-haiku-4-5"
 AGENT = "claude-sonnet-4-6"

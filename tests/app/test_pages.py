@@ -11,9 +11,9 @@ import httpx
 import pytest
 
 from appliance.app.pages import SECTIONS
-from tests.app.running_app import edge_headers, raw_request
-from tests.app.stack import Stack, add_agent, make_env, running_stack
+from tests.app.running_app import edge_headers
 from tests.support.processes import Neo4jServer
+from tests.support.stacks import Stack, add_agent, make_env, raw_request, running_stack
 
 BRAND = "Acme Home"
 BREAKDOWN = re.compile(r"^vector [01]\.\d\d · bm25 [01]\.\d\d · combined \d\.\d\d$")

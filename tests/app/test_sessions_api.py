@@ -21,11 +21,10 @@ from websockets.asyncio.client import unix_connect
 from websockets.exceptions import ConnectionClosed, InvalidStatus
 
 from appliance.app.sessions import request_headers
-from tests.app.running_app import BASE_URL, HOST, edge_headers
-from tests.app.sessions_stack import sessions_env, start_manager
-from tests.app.stack import Stack, running_stack
+from tests.app.running_app import edge_headers
 from tests.support.processes import wait_until
 from tests.support.sse import Event, sse_events
+from tests.support.stacks import BASE_URL, HOST, Stack, running_stack, sessions_env, start_manager
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(60)]
 

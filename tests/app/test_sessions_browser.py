@@ -17,9 +17,8 @@ import pytest
 
 from tests.app import test_browser as shell_tests
 from tests.app.running_app import edge_headers
-from tests.app.sessions_stack import sessions_env, start_manager
-from tests.app.stack import Stack, running_stack
 from tests.support.processes import Process, wait_until
+from tests.support.stacks import Stack, running_stack, sessions_env, start_manager
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -41,12 +40,6 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     env = sessions_env(root)
     try:
         with running_stack(env, root / "logs", "app", "edge") as running:
-            port = env.settings.port
-            wait_until(
-                lambda: shell_tests._edge_serves(port),
-                60,
-                f"the edge on :{port}\n{running.output()}",
-            )
             start_manager(running)
             yield running
     finally:

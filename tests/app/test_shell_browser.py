@@ -18,12 +18,11 @@ import pytest
 
 from tests.app import test_browser as shell_tests
 from tests.app import test_settings as settings_tests
-from tests.app.sessions_stack import sessions_stack
-from tests.app.stack import PIN, Stack
 from tests.app.test_settings import GOOD_KEY
 from tests.fakes.anthropic_api import FakeAnthropic
 from tests.sessions.claude_double import token_for
 from tests.sessions.test_spawn import option
+from tests.support.stacks import PIN, Stack, sessions_stack
 
 pytestmark = pytest.mark.timeout(180)
 

@@ -43,7 +43,6 @@ from tests.app.test_browser import screenshot
 from tests.fakes.anthropic_api import FakeAnthropic, Reply, ToolUse, has_tools
 from tests.journey.conftest import STEPS
 from tests.sessions.claude_double import token_for
-from tests.sessions.conftest import DOUBLE
 from tests.support.processes import (
     Process,
     base_environ,
@@ -53,6 +52,7 @@ from tests.support.processes import (
     real_claude,
     wait_until,
 )
+from tests.support.stacks import DOUBLE
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 

@@ -12,7 +12,6 @@ import os
 import queue
 import shutil
 import socket
-import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -24,11 +23,9 @@ import httpx
 import pytest
 
 from appliance.core.accounts import create_account
-from tests.support.processes import Process, base_environ, maxy, runtime_dir, wait_until
+from tests.support.processes import Process, maxy, runtime_dir, wait_until
 from tests.support.sse import Event, Parser
-
-HERE = Path(__file__).resolve().parent
-DOUBLE = HERE / "claude"
+from tests.support.stacks import answers, manager_env
 
 
 class Feed:
@@ -253,25 +250,6 @@ def ended(row: dict[str, Any]) -> bool:
     return row["state"] == "archived" and not row["attached"]
 
 
-def manager_env(
-    data: Path, runtime: Path, account_id: str, extra: dict[str, str], settings: dict[str, Any]
-) -> dict[str, str]:
-    """The environment of a `maxy manager` that runs the double; settings by their names."""
-    env = base_environ()
-    env.update(
-        MAXY_DATA_DIR=str(data),
-        MAXY_RUNTIME_DIR=str(runtime),
-        MAXY_ACCOUNT_ID=account_id,
-        MAXY_CLAUDE_BIN=str(DOUBLE),
-        MAXY_STOP_GRACE="1",
-        MAXY_LOG_LEVEL="INFO",
-        CLAUDE_DOUBLE_PYTHON=sys.executable,
-    )
-    env.update({f"MAXY_{name.upper()}": str(value) for name, value in settings.items()})
-    env.update(extra)
-    return env
-
-
 def launch(base: Path, env: dict[str, str] | None = None, **settings: Any) -> Manager:
     """Start a manager with its own data directory under ``base``; ``env`` adds variables."""
     base.mkdir(parents=True, exist_ok=True)
@@ -288,18 +266,6 @@ def launch(base: Path, env: dict[str, str] | None = None, **settings: Any) -> Ma
         shutil.rmtree(runtime, ignore_errors=True)
         raise
     return manager
-
-
-def answers(path: Path) -> bool:
-    """True if an HTTP server answers 200 to GET /healthz on the Unix socket ``path``."""
-    with socket.socket(socket.AF_UNIX) as probe:
-        probe.settimeout(5)
-        try:
-            probe.connect(str(path))
-            probe.sendall(b"GET /healthz HTTP/1.0\r\nHost: manager\r\n\r\n")
-            return probe.recv(64).split(b"\r\n")[0].endswith(b" 200 OK")
-        except OSError:
-            return False
 
 
 def wait_for_health(manager: Manager) -> None:

@@ -22,9 +22,10 @@ from appliance.core.identity import Caller
 from appliance.memory.graph import Graph
 from appliance.rpc.client import RpcClient
 from appliance.rpc.protocol import RpcError
-from tests.sessions.conftest import Manager, manager_env, wait_for_health
+from tests.sessions.conftest import Manager, wait_for_health
 from tests.sessions.test_spawn import option
 from tests.support.processes import Neo4jServer, Process, maxy, runtime_dir, wait_until
+from tests.support.stacks import manager_env
 
 pytestmark = pytest.mark.timeout(240)
 
