@@ -6,6 +6,7 @@ pytest's tmp_path) come from :func:`runtime_dir` and are removed when the sessio
 
 from __future__ import annotations
 
+import asyncio
 import os
 import shutil
 import socket
@@ -13,6 +14,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -123,6 +125,17 @@ def wait_until(predicate: object, timeout: float, what: str, interval: float = 0
             return
         time.sleep(interval)
     pytest.fail(f"timed out after {timeout:.0f} s waiting for {what}")
+
+
+async def wait_until_async(
+    predicate: Callable[[], Awaitable[bool]], timeout: float, what: str, interval: float = 0.02
+) -> None:
+    """:func:`wait_until` for a coroutine predicate, polled without blocking the event loop."""
+    deadline = time.monotonic() + timeout
+    while not await predicate():
+        if time.monotonic() > deadline:
+            pytest.fail(f"timed out after {timeout:.0f} s waiting for {what}")
+        await asyncio.sleep(interval)
 
 
 def get_health(port: int) -> httpx.Response | None:
