@@ -151,6 +151,8 @@ def start_maxy(tmp_path: Path) -> Iterator[object]:
         process.stop()
 
 
-def pytest_sessionfinish(session: pytest.Session) -> None:
-    """Remove the runtime folders the tests made under /tmp."""
+@pytest.fixture(scope="module", autouse=True)
+def _runtime_dirs_removed_after_each_module() -> Iterator[None]:
+    """No /tmp/maxy-* left behind a module: first in, so torn down after its stacks stop."""
+    yield
     remove_runtime_dirs()

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import shutil
 import sys
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -51,16 +50,13 @@ def stack(neo4j_server: Neo4jServer, tmp_path_factory: pytest.TempPathFactory) -
         CLAUDE_DOUBLE_RECORD=str(root / "record"),
         MAXY_STOP_GRACE="1",
     )
-    try:
-        with running_stack(env, root / "logs", "engine", "app", "edge") as running:
-            running.rpc(
-                "write",
-                {"label": "Task", "properties": {"name": "Oil the gate", "priority": "high"}},
-            )
-            start_manager(running)
-            yield running
-    finally:
-        shutil.rmtree(env.settings.runtime_dir, ignore_errors=True)
+    with running_stack(env, root / "logs", "engine", "app", "edge") as running:
+        running.rpc(
+            "write",
+            {"label": "Task", "properties": {"name": "Oil the gate", "priority": "high"}},
+        )
+        start_manager(running)
+        yield running
 
 
 def tool_calls(neo4j: Neo4jServer, account: str, session_id: str) -> list[dict[str, Any]]:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import shutil
 from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any
 
@@ -40,12 +39,9 @@ DEADLINE = 15.0  # against hangs only; nothing here asserts how long anything ta
 def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     root = tmp_path_factory.mktemp("sessions-api")
     env = sessions_env(root)
-    try:
-        with running_stack(env, root / "logs", "app") as running:
-            start_manager(running)
-            yield running
-    finally:
-        shutil.rmtree(env.settings.runtime_dir, ignore_errors=True)
+    with running_stack(env, root / "logs", "app") as running:
+        start_manager(running)
+        yield running
 
 
 @pytest.fixture(scope="module")

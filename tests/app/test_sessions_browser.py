@@ -8,7 +8,6 @@ live-updates note tells a restarting server from a stopped session manager.
 from __future__ import annotations
 
 import os
-import shutil
 import signal
 from collections.abc import Iterator
 from typing import Any
@@ -38,12 +37,9 @@ MANAGER_DOWN = "The session manager is not running"
 def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     root = tmp_path_factory.mktemp("sessions-browser")
     env = sessions_env(root)
-    try:
-        with running_stack(env, root / "logs", "app", "edge") as running:
-            start_manager(running)
-            yield running
-    finally:
-        shutil.rmtree(env.settings.runtime_dir, ignore_errors=True)
+    with running_stack(env, root / "logs", "app", "edge") as running:
+        start_manager(running)
+        yield running
 
 
 def spawn_through_the_app(stack: Stack, message: str) -> dict[str, Any]:

@@ -8,7 +8,6 @@ test that finds it dead, so tests may kill it.
 from __future__ import annotations
 
 import os
-import shutil
 import signal
 import socket
 import sys
@@ -116,7 +115,6 @@ def edge_stack(
         for process in (stack.edge, stack.app):
             if process is not None:
                 process.stop()
-        shutil.rmtree(runtime, ignore_errors=True)
 
 
 @pytest.fixture(scope="module")

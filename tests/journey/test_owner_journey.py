@@ -27,9 +27,7 @@ import contextlib
 import json
 import os
 import re
-import shutil
 import sys
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -50,6 +48,7 @@ from tests.support.processes import (
     get_health,
     maxy,
     real_claude,
+    runtime_dir,
     wait_until,
 )
 from tests.support.stacks import DOUBLE
@@ -125,7 +124,7 @@ def device(
     env = base_environ()
     env.update(
         MAXY_DATA_DIR=str(data),
-        MAXY_RUNTIME_DIR=tempfile.mkdtemp(prefix="maxy-run-", dir="/tmp"),
+        MAXY_RUNTIME_DIR=str(runtime_dir("maxy-run-")),
         MAXY_ACCOUNT_ID=account.id,
         MAXY_HOST="127.0.0.1",
         MAXY_PORT=str(port),
@@ -155,7 +154,6 @@ def device(
         yield {"url": f"http://127.0.0.1:{port}", "data": data, "run": run}
     finally:
         run.stop()
-        shutil.rmtree(env["MAXY_RUNTIME_DIR"], ignore_errors=True)
 
 
 def test_the_owner_journey(device: dict[str, Any], api: FakeAnthropic) -> None:

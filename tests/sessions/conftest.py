@@ -10,7 +10,6 @@ from __future__ import annotations
 import contextlib
 import os
 import queue
-import shutil
 import socket
 import threading
 import time
@@ -263,7 +262,6 @@ def launch(base: Path, env: dict[str, str] | None = None, **settings: Any) -> Ma
         wait_for_health(manager)
     except BaseException:
         process.stop(10)
-        shutil.rmtree(runtime, ignore_errors=True)
         raise
     return manager
 
@@ -304,7 +302,6 @@ def start_manager(tmp_path: Path) -> Iterator[Callable[..., Manager]]:
     yield start
     for manager in reversed(started):
         manager.shutdown()
-        shutil.rmtree(manager.runtime_dir, ignore_errors=True)
 
 
 @pytest.fixture(scope="module")
@@ -312,7 +309,6 @@ def shared_manager(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Manager
     manager = launch(tmp_path_factory.mktemp("manager"))
     yield manager
     manager.shutdown()
-    shutil.rmtree(manager.runtime_dir, ignore_errors=True)
 
 
 @pytest.fixture

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import shutil
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -81,7 +80,6 @@ def stack(neo4j_server: Neo4jServer, tmp_path_factory: pytest.TempPathFactory) -
     finally:
         manager.shutdown()
         engine.stop()
-        shutil.rmtree(runtime, ignore_errors=True)
 
 
 def transcript(manager: Manager, session_id: str) -> list[dict[str, Any]]:

@@ -1,7 +1,7 @@
 """Processes for tests: `maxy` children that are always stopped, waits, ports, environments.
 
 Runtime folders (Unix socket paths must stay short, so they live in /tmp rather than under
-pytest's tmp_path) come from :func:`runtime_dir` and are removed when the session ends.
+pytest's tmp_path) come from :func:`runtime_dir` and are removed at the end of each test module.
 """
 
 from __future__ import annotations
@@ -29,14 +29,14 @@ _RUNTIME_DIRS: list[Path] = []
 
 
 def runtime_dir(prefix: str = "maxy-run-") -> Path:
-    """A short-path folder for a test's sockets, removed at the end of the session."""
+    """A short-path folder for a test's sockets, removed at the end of its module."""
     folder = Path(tempfile.mkdtemp(prefix=prefix, dir="/tmp"))
     _RUNTIME_DIRS.append(folder)
     return folder
 
 
 def remove_runtime_dirs() -> None:
-    """Remove every folder :func:`runtime_dir` made (conftest calls it at session end)."""
+    """Remove every folder :func:`runtime_dir` made (conftest calls it after each module)."""
     while _RUNTIME_DIRS:
         shutil.rmtree(_RUNTIME_DIRS.pop(), ignore_errors=True)
 

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import shutil
 import socket
 import sys
 from collections.abc import Iterator
@@ -275,9 +274,6 @@ def sessions_stack(root: Path, *roles: str, **variables: str) -> Iterator[Stack]
     """``roles`` (app, edge) and a manager running the double, for one fresh account."""
     env = sessions_env(root)
     env.vars.update(variables)
-    try:
-        with running_stack(env, root / "logs", *roles) as running:
-            start_manager(running)
-            yield running
-    finally:
-        shutil.rmtree(env.settings.runtime_dir, ignore_errors=True)
+    with running_stack(env, root / "logs", *roles) as running:
+        start_manager(running)
+        yield running
