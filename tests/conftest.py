@@ -22,8 +22,8 @@ from tests.support.processes import (
     Neo4jServer,
     Process,
     base_environ,
-    free_port,
     maxy,
+    private_neo4j,
     remove_runtime_dirs,
     runtime_dir,
 )
@@ -98,9 +98,7 @@ def neo4j_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Neo4jServ
     env = base_environ()
     env.update(
         MAXY_DATA_DIR=str(data),
-        MAXY_NEO4J_URI=f"bolt://127.0.0.1:{free_port()}",
-        MAXY_NEO4J_HEAP="384m",
-        MAXY_NEO4J_PAGECACHE="64m",
+        **private_neo4j(),
     )
     settings = load_settings(env)
     instance = Neo4jInstance.from_settings(settings, env)

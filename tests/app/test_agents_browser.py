@@ -19,7 +19,7 @@ from tests.app.test_browser import PUBLIC_HOST, PUBLIC_HOST_RULE, edge_url, scre
 from tests.app.test_chat_browser import verdict
 from tests.fakes.anthropic_api import FakeAnthropic, Reply
 from tests.support.processes import Neo4jServer
-from tests.support.stacks import PIN, Stack, make_env, running_stack
+from tests.support.stacks import PIN, Stack, give_api_key, make_env, running_stack
 
 GATEWAY = "claude-haiku-4-5"
 AGENT = "claude-sonnet-4-6"
@@ -47,9 +47,7 @@ def stack(
         MAXY_ANTHROPIC_BASE_URL=fake.url,
         MAXY_PUBLIC_HOSTNAMES=PUBLIC_HOST,
     )
-    keys = env.settings.keys_dir
-    keys.mkdir(parents=True, exist_ok=True)
-    (keys / "anthropic-api-key").write_text("sk-ant-test-key\n")
+    give_api_key(env)
     with running_stack(env, root / "logs", "engine", "app", "edge") as running:
         for name, text, agents in (
             ("Fern care", "IVY-KNOWLEDGE: ferns like shade and damp soil.", ["ivy"]),

@@ -24,7 +24,7 @@ from tests.app.running_app import edge_headers
 from tests.fakes.anthropic_api import FakeAnthropic, Reply
 from tests.support import sse
 from tests.support.processes import Neo4jServer, wait_until
-from tests.support.stacks import Stack, add_agent, make_env, running_stack
+from tests.support.stacks import Stack, add_agent, give_api_key, make_env, running_stack
 
 GATEWAY = "claude-haiku-4-5"
 AGENT = "claude-sonnet-4-6"
@@ -76,9 +76,7 @@ def stack(
         MAXY_ANTHROPIC_BASE_URL=fake.url,
         MAXY_GATEWAY_TIMEOUT="1.0",
     )
-    keys = env.settings.keys_dir
-    keys.mkdir(parents=True, exist_ok=True)
-    (keys / "anthropic-api-key").write_text("sk-ant-test-key\n")
+    give_api_key(env)
     folder = add_agent(env, "anna", {"displayName": "Anna the Gardener"})
     (folder / "IDENTITY.md").write_text("You are Anna, the gardener of {{productName}}.")
     (folder / "SOUL.md").write_text("Warm, practical, brief.")

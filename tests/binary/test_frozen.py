@@ -28,6 +28,7 @@ from tests.support.processes import (
     base_environ,
     free_port,
     get_health,
+    private_neo4j,
     runtime_dir,
     wait_until,
 )
@@ -57,9 +58,7 @@ def fresh_env(binary: Path, base: Path) -> dict[str, str]:
         MAXY_RUNTIME_DIR=str(runtime_dir("maxy-bin-")),
         MAXY_HOST="127.0.0.1",
         MAXY_PORT=str(free_port()),
-        MAXY_NEO4J_URI=f"bolt://127.0.0.1:{free_port()}",
-        MAXY_NEO4J_HEAP="384m",
-        MAXY_NEO4J_PAGECACHE="64m",
+        **private_neo4j(),
     )
     created = run_binary(binary, env, "account", "create", "--owner", "Frozen Owner")
     assert created.returncode == 0, created.stderr

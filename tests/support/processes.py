@@ -57,6 +57,15 @@ def free_port() -> int:
         return int(probe.getsockname()[1])
 
 
+def private_neo4j(heap: str = "384m", pagecache: str = "64m") -> dict[str, str]:
+    """Settings for a Neo4j of a child's own on a free port, with a test-sized memory."""
+    return {
+        "MAXY_NEO4J_URI": f"bolt://127.0.0.1:{free_port()}",
+        "MAXY_NEO4J_HEAP": heap,
+        "MAXY_NEO4J_PAGECACHE": pagecache,
+    }
+
+
 def base_environ() -> dict[str, str]:
     """The environment of this process without any MAXY_* setting."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("MAXY_")}

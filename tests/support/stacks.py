@@ -154,6 +154,13 @@ def make_env(neo4j: Neo4jServer, data: Path, brand: str = "Maxy", **extra: str) 
     return Env(env, account.id)
 
 
+def give_api_key(env: Env, key: str = "sk-ant-test-key") -> None:
+    """Store the account's Anthropic API key where the app and engine read it."""
+    keys = env.settings.keys_dir
+    keys.mkdir(parents=True, exist_ok=True)
+    (keys / "anthropic-api-key").write_text(key + "\n")
+
+
 def add_agent(env: Env, slug: str, config: dict[str, Any] | None = None) -> Path:
     """Create an agent folder (and its config.json) for the env's account."""
     folder = env.settings.accounts_dir / env.account_id / "agents" / slug
