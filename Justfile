@@ -35,7 +35,7 @@ bootstrap FOR="test":
 model: bootstrap
     {{venv}}/bin/python {{root}}/build/model.py --cache-dir "$MAXY_CACHE_DIR"
 
-# Static checks: ruff (lint and format), mypy (strict on appliance/, image/ and build/), the
+# Static checks: ruff (lint and format), mypy (strict on appliance/, image/, tests/ and build/), the
 # import direction.
 lint: (bootstrap "run")
     {{venv}}/bin/ruff check appliance tests build image

@@ -22,11 +22,12 @@ from tests.support.processes import (
     Neo4jServer,
     Process,
     base_environ,
-    free_port,
     maxy,
+    private_neo4j,
     remove_runtime_dirs,
     runtime_dir,
 )
+from tests.support.stacks import account_env, neo4j_vars
 
 
 @pytest.fixture
@@ -97,9 +98,7 @@ def neo4j_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Neo4jServ
     env = base_environ()
     env.update(
         MAXY_DATA_DIR=str(data),
-        MAXY_NEO4J_URI=f"bolt://127.0.0.1:{free_port()}",
-        MAXY_NEO4J_HEAP="384m",
-        MAXY_NEO4J_PAGECACHE="64m",
+        **private_neo4j(),
     )
     settings = load_settings(env)
     instance = Neo4jInstance.from_settings(settings, env)
@@ -129,18 +128,8 @@ def maxy_env(neo4j_server: Neo4jServer, tmp_path: Path) -> Env:
     """Settings for a `maxy` process using the session Neo4j, with one account on disk."""
     data = tmp_path / "data"
     # Unix socket paths are short (107 bytes): keep the runtime dir near the root.
-    runtime = runtime_dir()
     account = create_account(data / "accounts", "Test Owner")
-    env = base_environ()
-    env.update(
-        MAXY_DATA_DIR=str(data),
-        MAXY_RUNTIME_DIR=str(runtime),
-        MAXY_ACCOUNT_ID=account.id,
-        MAXY_NEO4J_URI=neo4j_server.uri,
-        MAXY_NEO4J_PASSWORD_FILE=str(neo4j_server.password_file),
-        MAXY_HOST="127.0.0.1",
-        MAXY_PORT=str(free_port()),
-    )
+    env = account_env(data, runtime_dir(), account.id, **neo4j_vars(neo4j_server))
     return Env(env, account.id)
 
 
@@ -160,6 +149,8 @@ def start_maxy(tmp_path: Path) -> Iterator[object]:
         process.stop()
 
 
-def pytest_sessionfinish(session: pytest.Session) -> None:
-    """Remove the runtime folders the tests made under /tmp."""
+@pytest.fixture(scope="module", autouse=True)
+def _runtime_dirs_removed_after_each_module() -> Iterator[None]:
+    """No /tmp/maxy-* left behind a module: first in, so torn down after its stacks stop."""
+    yield
     remove_runtime_dirs()

@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import signal
 import socket
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +20,7 @@ from tests.support.processes import Env, Process, wait_until
 
 pytestmark = pytest.mark.timeout(180)
 
-READY = {
+READY: dict[str, Callable[[Env], bool]] = {
     "edge": lambda env: _listening_tcp(env.settings.port),
     "app": lambda env: env.settings.app_socket.exists(),
     "manager": lambda env: env.settings.manager_socket.exists(),

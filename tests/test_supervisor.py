@@ -11,7 +11,13 @@ from typing import Any
 import pytest
 
 from appliance.core.accounts import create_account
-from tests.support.processes import base_environ, free_port, get_health, runtime_dir, wait_until
+from tests.support.processes import (
+    get_health,
+    private_neo4j,
+    runtime_dir,
+    wait_until,
+)
+from tests.support.stacks import account_env
 
 pytestmark = pytest.mark.slow
 
@@ -39,18 +45,8 @@ def status(port: int) -> int | None:
 def test_killed_neo4j_is_reported_then_restarted(tmp_path: Path, start_maxy: Any) -> None:
     data = tmp_path / "data"
     account = create_account(data / "accounts", "Owner")
-    port = free_port()
-    env = base_environ()
-    env.update(
-        MAXY_DATA_DIR=str(data),
-        MAXY_RUNTIME_DIR=str(runtime_dir("maxy-run-")),
-        MAXY_ACCOUNT_ID=account.id,
-        MAXY_HOST="127.0.0.1",
-        MAXY_PORT=str(port),
-        MAXY_NEO4J_URI=f"bolt://127.0.0.1:{free_port()}",
-        MAXY_NEO4J_HEAP="384m",
-        MAXY_NEO4J_PAGECACHE="64m",
-    )
+    env = account_env(data, runtime_dir("maxy-run-"), account.id, **private_neo4j())
+    port = int(env["MAXY_PORT"])
     run = start_maxy(env, "run")
     wait_until(lambda: status(port) == 200, 240, f"maxy run healthy\n{run.output()}", 0.5)
     body = get_health(port).json()  # type: ignore[union-attr]

@@ -6,6 +6,7 @@ import json
 import logging
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -240,10 +241,12 @@ async def test_the_engine_finds_what_only_a_paraphrase_names(
     )
     fake.always(Reply(text=json.dumps(["car insurance", "motor cover"])))
     searcher = Searcher(memory.graph, memory.searcher.embed_query, make_expander(client, settings))
-    keyword_only = dict(vector_weight=0.0, keyword_weight=1.0, threshold=0.01)
-    plain = await searcher.search(memory.caller, SearchRequest("automobile cover", **keyword_only))
+    plain_request = SearchRequest(
+        "automobile cover", vector_weight=0.0, keyword_weight=1.0, threshold=0.01
+    )
+    plain = await searcher.search(memory.caller, plain_request)
     assert plain.results == [] and fake.messages == []
-    request = SearchRequest("automobile cover", expand_queries=True, **keyword_only)
+    request = replace(plain_request, expand_queries=True)
     found = await searcher.search(memory.caller, request)
     assert [c.props.get("name") for c in found.results] == ["Car insurance"]
     assert len(fake.messages) == 1

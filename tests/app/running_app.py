@@ -20,9 +20,7 @@ import httpx
 import pytest
 
 from tests.support.processes import Env, Process, wait_until
-
-BASE_URL = "http://maxy.local:19200"
-HOST = "maxy.local:19200"
+from tests.support.stacks import BASE_URL, raw_request
 
 
 @dataclass
@@ -72,51 +70,6 @@ def start_app(start_maxy: Any, env: Env) -> RunningApp:
     sock = env.settings.app_socket
     wait_until(lambda: _answers(sock), 60, f"the app on {sock}\n{process.output()}")
     return RunningApp(env, process, sock)
-
-
-def _dechunk(data: bytes) -> bytes:
-    out = bytearray()
-    while data:
-        size_line, _, data = data.partition(b"\r\n")
-        size = int(size_line.split(b";")[0], 16)
-        if size == 0:
-            break
-        out += data[:size]
-        data = data[size + 2 :]
-    return bytes(out)
-
-
-def raw_request(
-    target: Path | tuple[str, int],
-    path: bytes,
-    headers: dict[str, str] | None = None,
-    method: bytes = b"GET",
-) -> tuple[int, dict[str, str], bytes]:
-    """Send ``method path HTTP/1.1`` as is to a Unix socket or (host, port); return the answer."""
-    if isinstance(target, Path):
-        conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        address: Any = str(target)
-    else:
-        conn = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        address = target
-    lines = [method + b" " + path + b" HTTP/1.1", b"Host: " + HOST.encode(), b"Connection: close"]
-    lines += [f"{name}: {value}".encode("latin-1") for name, value in (headers or {}).items()]
-    with conn:
-        conn.settimeout(20)
-        conn.connect(address)
-        conn.sendall(b"\r\n".join(lines) + b"\r\n\r\n")
-        data = bytearray()
-        while chunk := conn.recv(65536):
-            data += chunk
-    head, _, body = bytes(data).partition(b"\r\n\r\n")
-    status_line, *header_lines = head.decode("latin-1").split("\r\n")
-    parsed = {}
-    for line in header_lines:
-        name, _, value = line.partition(":")
-        parsed[name.strip().lower()] = value.strip()
-    if parsed.get("transfer-encoding", "").lower() == "chunked":
-        body = _dechunk(body)
-    return int(status_line.split(" ")[1]), parsed, body
 
 
 class TcpToUnix:

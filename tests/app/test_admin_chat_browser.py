@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import shutil
 import sys
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -22,11 +21,9 @@ import pytest
 
 from appliance.memory.graph import Graph
 from tests.app import test_browser as shell_tests
-from tests.app.sessions_stack import start_manager
-from tests.app.stack import Stack, make_env, running_stack
-from tests.sessions.conftest import DOUBLE
 from tests.sessions.test_spawn import option
-from tests.support.processes import Neo4jServer, wait_until
+from tests.support.processes import Neo4jServer
+from tests.support.stacks import DOUBLE, Stack, make_env, running_stack, start_manager
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -53,22 +50,13 @@ def stack(neo4j_server: Neo4jServer, tmp_path_factory: pytest.TempPathFactory) -
         CLAUDE_DOUBLE_RECORD=str(root / "record"),
         MAXY_STOP_GRACE="1",
     )
-    try:
-        with running_stack(env, root / "logs", "engine", "app", "edge") as running:
-            port = env.settings.port
-            wait_until(
-                lambda: shell_tests._edge_serves(port),
-                60,
-                f"the edge on :{port}\n{running.output()}",
-            )
-            running.rpc(
-                "write",
-                {"label": "Task", "properties": {"name": "Oil the gate", "priority": "high"}},
-            )
-            start_manager(running)
-            yield running
-    finally:
-        shutil.rmtree(env.settings.runtime_dir, ignore_errors=True)
+    with running_stack(env, root / "logs", "engine", "app", "edge") as running:
+        running.rpc(
+            "write",
+            {"label": "Task", "properties": {"name": "Oil the gate", "priority": "high"}},
+        )
+        start_manager(running)
+        yield running
 
 
 def tool_calls(neo4j: Neo4jServer, account: str, session_id: str) -> list[dict[str, Any]]:

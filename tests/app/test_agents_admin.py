@@ -23,8 +23,8 @@ from appliance.memory.graph import Graph
 from appliance.rpc.client import RpcClient
 from appliance.rpc.protocol import RemoteError
 from tests.app.running_app import edge_headers
-from tests.app.stack import Stack, make_env, running_stack
 from tests.support.processes import Neo4jServer, maxy, wait_until
+from tests.support.stacks import Stack, make_env, running_stack
 
 BRAND = "Gardenia"
 PUBLIC = edge_headers("external", "203.0.113.9", "public")
@@ -44,7 +44,7 @@ def stack(neo4j_server: Neo4jServer, tmp_path_factory: pytest.TempPathFactory) -
 @pytest.fixture(scope="module")
 def admin(stack: Stack) -> Iterator[httpx.Client]:
     """A logged-in LAN admin whose requests carry the session's CSRF token."""
-    with stack.client(cookies=stack.admin_cookies()) as client:
+    with stack.client(stack.admin_cookies()) as client:
         client.headers["X-Maxy-CSRF"] = client.get("/api/admin/session").json()["csrf"]
         yield client
 
@@ -184,7 +184,7 @@ def test_changes_need_a_login_the_csrf_token_and_the_home_network(
     with stack.client() as anonymous:
         assert anonymous.get(API).status_code == 401
         assert anonymous.post(API, json={"slug": "eve"}).status_code == 401
-    with stack.client(cookies=admin.cookies) as no_token:
+    with stack.client(admin.cookies) as no_token:
         answer = no_token.post(API, json={"slug": "eve"})
         assert (answer.status_code, answer.json()["code"]) == (403, "csrf")
     with stack.client(**PUBLIC) as public:

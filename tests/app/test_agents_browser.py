@@ -12,15 +12,14 @@ import json
 from collections.abc import Iterator
 from typing import Any
 
-import httpx
 import pytest
 
 from tests.app.running_app import chromium
-from tests.app.stack import PIN, Stack, make_env, running_stack
 from tests.app.test_browser import PUBLIC_HOST, PUBLIC_HOST_RULE, edge_url, screenshot
 from tests.app.test_chat_browser import verdict
 from tests.fakes.anthropic_api import FakeAnthropic, Reply
-from tests.support.processes import Neo4jServer, wait_until
+from tests.support.processes import Neo4jServer
+from tests.support.stacks import PIN, Stack, give_api_key, make_env, running_stack
 
 GATEWAY = "claude-haiku-4-5"
 AGENT = "claude-sonnet-4-6"
@@ -48,12 +47,8 @@ def stack(
         MAXY_ANTHROPIC_BASE_URL=fake.url,
         MAXY_PUBLIC_HOSTNAMES=PUBLIC_HOST,
     )
-    keys = env.settings.keys_dir
-    keys.mkdir(parents=True, exist_ok=True)
-    (keys / "anthropic-api-key").write_text("sk-ant-test-key\n")
+    give_api_key(env)
     with running_stack(env, root / "logs", "engine", "app", "edge") as running:
-        port = env.settings.port
-        wait_until(lambda: _edge_serves(port), 60, f"the edge on :{port}\n{running.output()}")
         for name, text, agents in (
             ("Fern care", "IVY-KNOWLEDGE: ferns like shade and damp soil.", ["ivy"]),
             ("Bonsai wiring", "BONSAI-SUBSCRIBED: wire bonsai in late winter.", None),
@@ -67,14 +62,6 @@ def stack(
                 params["agents"] = agents
             running.rpc("write", params)
         yield running
-
-
-def _edge_serves(port: int) -> bool:
-    try:
-        answer = httpx.get(f"http://127.0.0.1:{port}/static/css/app.css", timeout=5)
-    except httpx.TransportError:
-        return False
-    return answer.status_code == 200
 
 
 @pytest.fixture(scope="module")

@@ -17,8 +17,9 @@ import httpx
 import pytest
 
 from appliance.web import cookies
-from tests.app.running_app import HOST, RunningApp, edge_headers, start_app
+from tests.app.running_app import RunningApp, edge_headers, start_app
 from tests.support.processes import Env
+from tests.support.stacks import HOST
 
 PIN = "482913"
 REMOTE_PASSWORD = "correct horse battery"

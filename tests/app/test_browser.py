@@ -12,12 +12,11 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 
 from tests.app.running_app import chromium
-from tests.app.stack import PIN, Stack, add_agent, make_env, running_stack
-from tests.support.processes import REPO, Neo4jServer, wait_until
+from tests.support.processes import REPO, Neo4jServer
+from tests.support.stacks import PIN, Stack, add_agent, make_env, running_stack
 
 # A request for the public host name reaches the edge on loopback, Host header intact.
 PUBLIC_HOST_RULE = "--host-resolver-rules=MAP public.test 127.0.0.1"
@@ -34,8 +33,6 @@ def stack(neo4j_server: Neo4jServer, tmp_path_factory: pytest.TempPathFactory) -
     add_agent(env, "maxy", {"displayName": "Max the Helper"})
     add_agent(env, "anna", {"displayName": "Anna the Gardener"})
     with running_stack(env, root / "logs", "engine", "app", "edge") as running:
-        port = env.settings.port
-        wait_until(lambda: _edge_serves(port), 60, f"the edge on :{port}\n{running.output()}")
         # Something to find: written through the engine, as an agent would.
         boiler = running.rpc(
             "write",
@@ -50,14 +47,6 @@ def stack(neo4j_server: Neo4jServer, tmp_path_factory: pytest.TempPathFactory) -
             },
         )
         yield running
-
-
-def _edge_serves(port: int) -> bool:
-    try:
-        answer = httpx.get(f"http://127.0.0.1:{port}/static/css/app.css", timeout=5)
-    except httpx.TransportError:
-        return False
-    return answer.status_code == 200
 
 
 def edge_url(stack: Stack, host: str = "127.0.0.1") -> str:

@@ -21,10 +21,10 @@ from appliance.app.chat import RATE_LIMIT, VISITOR_COOKIE
 from appliance.core.identity import Caller
 from appliance.rpc.client import RpcClient
 from tests.app.running_app import edge_headers
-from tests.app.stack import Stack, add_agent, make_env, running_stack
 from tests.fakes.anthropic_api import FakeAnthropic, Reply
 from tests.support import sse
 from tests.support.processes import Neo4jServer, wait_until
+from tests.support.stacks import Stack, add_agent, give_api_key, make_env, running_stack
 
 GATEWAY = "claude-haiku-4-5"
 AGENT = "claude-sonnet-4-6"
@@ -76,9 +76,7 @@ def stack(
         MAXY_ANTHROPIC_BASE_URL=fake.url,
         MAXY_GATEWAY_TIMEOUT="1.0",
     )
-    keys = env.settings.keys_dir
-    keys.mkdir(parents=True, exist_ok=True)
-    (keys / "anthropic-api-key").write_text("sk-ant-test-key\n")
+    give_api_key(env)
     folder = add_agent(env, "anna", {"displayName": "Anna the Gardener"})
     (folder / "IDENTITY.md").write_text("You are Anna, the gardener of {{productName}}.")
     (folder / "SOUL.md").write_text("Warm, practical, brief.")
@@ -150,7 +148,7 @@ def test_two_messages_stream_and_the_graph_keeps_them_from_the_second(
     stack.processes["app"].stop()
     stack.start("app")
     wait_until(stack.app_answers, 60, f"the app after a restart\n{stack.output()}")
-    with stack.client(cookies=cookies) as client:
+    with stack.client(cookies) as client:
         transcript = client.get("/api/public/anna/messages").json()
         assert [(m["role"], m["text"]) for m in transcript["messages"]] == expected
         assert transcript["persisted"] is True

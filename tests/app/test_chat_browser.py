@@ -12,15 +12,14 @@ from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-import httpx
 import pytest
 
 from appliance.app.chat import VISITOR_COOKIE
 from tests.app.running_app import chromium
-from tests.app.stack import Stack, add_agent, make_env, running_stack
 from tests.app.test_browser import PUBLIC_HOST_RULE, edge_url, screenshot
 from tests.fakes.anthropic_api import FakeAnthropic, Reply
-from tests.support.processes import Neo4jServer, wait_until
+from tests.support.processes import Neo4jServer
+from tests.support.stacks import Stack, add_agent, give_api_key, make_env, running_stack
 
 GATEWAY = "claude-haiku-4-5"
 AGENT = "claude-sonnet-4-6"
@@ -52,22 +51,11 @@ def stack(
 ) -> Iterator[Stack]:
     root = tmp_path_factory.mktemp("chat-browser")
     env = make_env(neo4j_server, root / "data", brand="Gardenia", MAXY_ANTHROPIC_BASE_URL=fake.url)
-    keys = env.settings.keys_dir
-    keys.mkdir(parents=True, exist_ok=True)
-    (keys / "anthropic-api-key").write_text("sk-ant-test-key\n")
+    give_api_key(env)
     folder = add_agent(env, "anna", {"displayName": "Anna the Gardener"})
     (folder / "IDENTITY.md").write_text("You are Anna of {{productName}}.")
     with running_stack(env, root / "logs", "engine", "app", "edge") as running:
-        port = env.settings.port
-        wait_until(lambda: _edge_serves(port), 60, f"the edge on :{port}\n{running.output()}")
         yield running
-
-
-def _edge_serves(port: int) -> bool:
-    try:
-        return httpx.get(f"http://127.0.0.1:{port}/anna", timeout=5).status_code == 200
-    except httpx.TransportError:
-        return False
 
 
 @pytest.fixture(scope="module")

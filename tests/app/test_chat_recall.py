@@ -20,10 +20,10 @@ import pytest
 from appliance.agents.retrieval import CLASSIFIER_SYSTEM, LIMITS
 from appliance.core.identity import Caller
 from appliance.rpc.client import RpcClient
-from tests.app.stack import Stack, add_agent, make_env, running_stack
 from tests.app.test_chat import AGENT, GATEWAY, events, verdict
 from tests.fakes.anthropic_api import FakeAnthropic, Reply
 from tests.support.processes import Neo4jServer, wait_until
+from tests.support.stacks import Stack, add_agent, give_api_key, make_env, running_stack
 
 ANSWER = "We open at ten on Sundays."
 HOURS = "FLUMPET-HOURS: the flumpet shop opens Sundays from 10 to 14."
@@ -62,9 +62,7 @@ def stack(
         MAXY_ANTHROPIC_BASE_URL=fake.url,
         MAXY_GATEWAY_TIMEOUT="1.0",
     )
-    keys = env.settings.keys_dir
-    keys.mkdir(parents=True, exist_ok=True)
-    (keys / "anthropic-api-key").write_text("sk-ant-test-key\n")
+    give_api_key(env)
     folder = add_agent(env, "rosa", {"displayName": "Rosa", "keywordSubscriptions": ["zebrawood"]})
     (folder / "IDENTITY.md").write_text("You are Rosa of {{productName}}.")
     with running_stack(env, root / "logs", "engine", "app") as running:

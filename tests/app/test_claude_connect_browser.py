@@ -16,9 +16,8 @@ import pytest
 
 from tests.app import test_browser as shell_tests
 from tests.app.running_app import chromium
-from tests.app.sessions_stack import sessions_stack
-from tests.app.stack import PIN, Stack
 from tests.support.processes import real_claude
+from tests.support.stacks import PIN, Stack, sessions_stack
 
 CLAUDE = real_claude()
 

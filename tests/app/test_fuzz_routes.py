@@ -22,10 +22,9 @@ from hypothesis import strategies as st
 from starlette.routing import Route
 
 from appliance.app.main import create_app
-from tests.app.running_app import BASE_URL
-from tests.app.stack import Stack, add_agent, make_env, running_stack
 from tests.support.auth import admin_headers
 from tests.support.processes import Neo4jServer
+from tests.support.stacks import BASE_URL, Stack, add_agent, make_env, running_stack
 
 pytestmark = pytest.mark.timeout(900)
 

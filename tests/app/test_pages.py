@@ -11,9 +11,9 @@ import httpx
 import pytest
 
 from appliance.app.pages import SECTIONS
-from tests.app.running_app import edge_headers, raw_request
-from tests.app.stack import Stack, add_agent, make_env, running_stack
+from tests.app.running_app import edge_headers
 from tests.support.processes import Neo4jServer
+from tests.support.stacks import Stack, add_agent, make_env, raw_request, running_stack
 
 BRAND = "Acme Home"
 BREAKDOWN = re.compile(r"^vector [01]\.\d\d · bm25 [01]\.\d\d · combined \d\.\d\d$")
@@ -35,7 +35,7 @@ def stack(neo4j_server: Neo4jServer, tmp_path_factory: pytest.TempPathFactory) -
 @pytest.fixture(scope="module")
 def admin(stack: Stack) -> Iterator[httpx.Client]:
     """A logged-in LAN admin client."""
-    with stack.client(cookies=stack.admin_cookies()) as client:
+    with stack.client(stack.admin_cookies()) as client:
         yield client
 
 
@@ -256,7 +256,7 @@ def test_an_unreachable_engine_is_a_503_that_says_what_to_do(
 ) -> None:
     env = make_env(neo4j_server, tmp_path / "data")
     with running_stack(env, tmp_path / "logs", "app") as alone:
-        with alone.client(cookies=alone.admin_cookies()) as client:
+        with alone.client(alone.admin_cookies()) as client:
             for path in ("/api/admin/search?q=boiler", "/api/admin/graph", "/api/admin/health"):
                 answer = client.get(path)
                 assert answer.status_code == 503, path
@@ -347,7 +347,7 @@ def test_the_public_root_is_the_default_agent_and_the_admin_root_is_the_shell(
     with stack.client(**PUBLIC) as client:
         public = client.get("/")
     assert public.status_code == 200 and title(public.text) == f"Max the Helper · {BRAND}"
-    with stack.client(cookies=stack.admin_cookies(), **LAN) as client:
+    with stack.client(stack.admin_cookies(), **LAN) as client:
         admin = client.get("/")
     assert admin.status_code == 200 and 'id="sidebar"' in admin.text
 

@@ -17,10 +17,9 @@ import pytest
 from appliance.app.chat import UNAVAILABLE, VISITOR_COOKIE
 from appliance.core.fsio import write_secret
 from appliance.sessions.spawn import DENIED_TOOLS
-from tests.app.sessions_stack import sessions_stack
-from tests.app.stack import Stack, add_agent
 from tests.sessions.test_spawn import option
 from tests.support.sse import sse_events
+from tests.support.stacks import Stack, add_agent, sessions_stack
 
 pytestmark = pytest.mark.timeout(180)
 

@@ -16,8 +16,8 @@ import pytest
 
 from appliance.web import security
 from tests.app.running_app import chromium
-from tests.app.stack import PIN, Stack, add_agent, make_env, running_stack
 from tests.support.processes import Neo4jServer, wait_until
+from tests.support.stacks import PIN, Stack, add_agent, make_env, running_stack
 
 pytestmark = pytest.mark.timeout(300)
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import shutil
 from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any
 
@@ -21,11 +20,10 @@ from websockets.asyncio.client import unix_connect
 from websockets.exceptions import ConnectionClosed, InvalidStatus
 
 from appliance.app.sessions import request_headers
-from tests.app.running_app import BASE_URL, HOST, edge_headers
-from tests.app.sessions_stack import sessions_env, start_manager
-from tests.app.stack import Stack, running_stack
+from tests.app.running_app import edge_headers
 from tests.support.processes import wait_until
 from tests.support.sse import Event, sse_events
+from tests.support.stacks import BASE_URL, HOST, Stack, running_stack, sessions_env, start_manager
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(60)]
 
@@ -41,12 +39,9 @@ DEADLINE = 15.0  # against hangs only; nothing here asserts how long anything ta
 def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     root = tmp_path_factory.mktemp("sessions-api")
     env = sessions_env(root)
-    try:
-        with running_stack(env, root / "logs", "app") as running:
-            start_manager(running)
-            yield running
-    finally:
-        shutil.rmtree(env.settings.runtime_dir, ignore_errors=True)
+    with running_stack(env, root / "logs", "app") as running:
+        start_manager(running)
+        yield running
 
 
 @pytest.fixture(scope="module")

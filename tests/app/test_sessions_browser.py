@@ -8,7 +8,6 @@ live-updates note tells a restarting server from a stopped session manager.
 from __future__ import annotations
 
 import os
-import shutil
 import signal
 from collections.abc import Iterator
 from typing import Any
@@ -17,9 +16,8 @@ import pytest
 
 from tests.app import test_browser as shell_tests
 from tests.app.running_app import edge_headers
-from tests.app.sessions_stack import sessions_env, start_manager
-from tests.app.stack import Stack, running_stack
 from tests.support.processes import Process, wait_until
+from tests.support.stacks import Stack, running_stack, sessions_env, start_manager
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -39,18 +37,9 @@ MANAGER_DOWN = "The session manager is not running"
 def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     root = tmp_path_factory.mktemp("sessions-browser")
     env = sessions_env(root)
-    try:
-        with running_stack(env, root / "logs", "app", "edge") as running:
-            port = env.settings.port
-            wait_until(
-                lambda: shell_tests._edge_serves(port),
-                60,
-                f"the edge on :{port}\n{running.output()}",
-            )
-            start_manager(running)
-            yield running
-    finally:
-        shutil.rmtree(env.settings.runtime_dir, ignore_errors=True)
+    with running_stack(env, root / "logs", "app", "edge") as running:
+        start_manager(running)
+        yield running
 
 
 def spawn_through_the_app(stack: Stack, message: str) -> dict[str, Any]:

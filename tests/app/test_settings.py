@@ -16,10 +16,9 @@ import pytest
 from appliance.app.pages import MENU_MODES, MODES
 from appliance.core.config import PERMISSION_MODES
 from tests.app.running_app import edge_headers
-from tests.app.sessions_stack import sessions_stack
-from tests.app.stack import Stack
 from tests.fakes.anthropic_api import FakeAnthropic
 from tests.support.processes import Env, free_port, wait_until
+from tests.support.stacks import Stack, sessions_stack
 
 GOOD_KEY = "sk-ant-api03-good-key-0123456789abcdefghij"
 BAD_KEY = "sk-ant-api03-revoked-key-0123456789abcdefgh"

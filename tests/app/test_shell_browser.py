@@ -18,12 +18,11 @@ import pytest
 
 from tests.app import test_browser as shell_tests
 from tests.app import test_settings as settings_tests
-from tests.app.sessions_stack import sessions_stack
-from tests.app.stack import PIN, Stack
 from tests.app.test_settings import GOOD_KEY
 from tests.fakes.anthropic_api import FakeAnthropic
 from tests.sessions.claude_double import token_for
 from tests.sessions.test_spawn import option
+from tests.support.stacks import PIN, Stack, sessions_stack
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -56,7 +55,8 @@ def session_of(page: Any) -> str:
     from urllib.parse import parse_qs, urlparse
 
     page.wait_for_function("new URL(location.href).searchParams.has('session')")
-    return parse_qs(urlparse(page.url).query)["session"][0]
+    url: str = page.url
+    return parse_qs(urlparse(url).query)["session"][0]
 
 
 def start_session(page: Any, message: str) -> None:

@@ -14,7 +14,7 @@ import pytest
 
 from appliance.app import sites
 from appliance.web import security
-from tests.app.running_app import RunningApp, edge_headers, raw_request, start_app
+from tests.app.running_app import RunningApp, edge_headers, start_app
 from tests.app.traversal import (
     PASSWD_MARKER,
     SECRET_MARKER,
@@ -22,6 +22,7 @@ from tests.app.traversal import (
     traversal_paths,
 )
 from tests.support.processes import Env
+from tests.support.stacks import raw_request
 
 HTML_CSP = security.SITES
 
@@ -233,8 +234,8 @@ def test_the_traversal_corpus_never_leaks_through_the_edge(
     and nginx do), so a few targets such as ``/sites/./index.html`` reach a file INSIDE the
     tree and are served: a 200 must carry exactly the bytes of a regular file under the root.
     """
-    from tests.app.stack import running_stack
     from tests.support.processes import wait_until
+    from tests.support.stacks import running_stack
 
     root = build_traversal_tree(maxy_env.settings.data_dir, maxy_env.account_id)
     inside = {

@@ -23,7 +23,8 @@ from appliance.ota.offers import Offer, Run, UpdatePaths
 from appliance.web import cookies
 from tests.app.running_app import RunningApp, edge_headers, start_app
 from tests.support import sse
-from tests.support.processes import Env, base_environ, free_port, runtime_dir
+from tests.support.processes import Env, runtime_dir
+from tests.support.stacks import account_env
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -38,17 +39,8 @@ SHA_BAD = "b2" * 32
 
 def updates_env(root: Path, **extra: str) -> Env:
     """Settings for an app (and edge) with one account and no Neo4j."""
-    runtime = runtime_dir("maxy-run-")
     account = create_account(root / "data" / "accounts", "Test Owner")
-    env = base_environ()
-    env.update(
-        MAXY_DATA_DIR=str(root / "data"),
-        MAXY_RUNTIME_DIR=str(runtime),
-        MAXY_ACCOUNT_ID=account.id,
-        MAXY_HOST="127.0.0.1",
-        MAXY_PORT=str(free_port()),
-        **extra,
-    )
+    env = account_env(root / "data", runtime_dir("maxy-run-"), account.id, **extra)
     return Env(env, account.id)
 
 

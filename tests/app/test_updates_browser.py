@@ -19,12 +19,12 @@ from appliance.ota import offers
 from appliance.ota.offers import Offer, UpdatePaths
 from appliance.ota.usb import scanner_from_settings
 from tests.app import test_browser as shell_tests
-from tests.app.stack import Stack, running_stack
 from tests.app.test_updates import updates_env
 from tests.ota import cards
 from tests.ota.cards import make_device, make_signer, slot_images, trust
 from tests.ota.sticks import fat_stick
 from tests.support.processes import maxy, wait_until
+from tests.support.stacks import Stack, running_stack
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -53,8 +53,6 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     found = scanner_from_settings(env.settings).scan(stick, "/dev/sda1 (SanDisk Cruzer Blade)")
     assert [o.verified for o in found] == [True], found
     with running_stack(env, root / "logs", "app", "edge") as running:
-        port = env.settings.port
-        wait_until(lambda: shell_tests._edge_serves(port), 60, f"the edge\n{running.output()}")
         yield running
 
 

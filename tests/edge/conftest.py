@@ -8,7 +8,6 @@ test that finds it dead, so tests may kill it.
 from __future__ import annotations
 
 import os
-import shutil
 import signal
 import socket
 import sys
@@ -23,7 +22,8 @@ import pytest
 
 from appliance.core.accounts import create_account
 from appliance.core.config import load_settings
-from tests.support.processes import Process, base_environ, free_port, maxy, runtime_dir, wait_until
+from tests.support.processes import Process, maxy, runtime_dir, wait_until
+from tests.support.stacks import account_env, edge_answers
 
 ADMIN_HOST = "admin.example.test"
 PUBLIC_HOST = "public.example.test"
@@ -96,13 +96,6 @@ class Stack:
         return self.edge.output()
 
 
-def _edge_answers(stack: Stack) -> bool:
-    try:
-        return httpx.get(stack.url + "/api/admin/version", timeout=5).status_code == 401
-    except httpx.TransportError:
-        return False
-
-
 @contextmanager
 def edge_stack(
     home: Path, owner: str = "Edge Owner", brand: str = "Maxy", **settings: str
@@ -111,27 +104,17 @@ def edge_stack(
     # Unix socket paths are short (107 bytes): keep the runtime dir near the root.
     runtime = runtime_dir("maxy-edge-")
     account = create_account(home / "data" / "accounts", owner, product_name=brand)
-    env = base_environ()
-    env.update(
-        MAXY_DATA_DIR=str(home / "data"),
-        MAXY_RUNTIME_DIR=str(runtime),
-        MAXY_ACCOUNT_ID=account.id,
-        MAXY_HOST="127.0.0.1",
-        MAXY_PORT=str(free_port()),
-        MAXY_LOG_LEVEL="DEBUG",
-        **settings,
-    )
+    env = account_env(home / "data", runtime, account.id, MAXY_LOG_LEVEL="DEBUG", **settings)
     stack = Stack(env, home)
     try:
         stack.start_app()
         stack.edge = Process(maxy("edge"), env, home / "edge.log")
-        wait_until(lambda: _edge_answers(stack), 30, f"the edge\n{stack.edge.output()}")
+        wait_until(lambda: edge_answers(stack.port), 30, f"the edge\n{stack.edge.output()}")
         yield stack
     finally:
         for process in (stack.edge, stack.app):
             if process is not None:
                 process.stop()
-        shutil.rmtree(runtime, ignore_errors=True)
 
 
 @pytest.fixture(scope="module")

@@ -6,7 +6,7 @@ import asyncio
 import hashlib
 import json
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 import httpx
@@ -17,22 +17,14 @@ from websockets.exceptions import ConnectionClosed, InvalidStatus
 from appliance.core.config import load_settings
 from tests.edge.conftest import PUBLIC_HOST, Stack
 from tests.support.auth import admin_cookie
+from tests.support.processes import wait_until_async
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(60)]
 
 RESTARTING_EVENT = b'event: restarting\ndata: {"retryMs":2000}\n\n'
 
 
-async def until(predicate: Any, what: str, timeout: float = 10.0) -> None:
-    """Poll an async predicate (a deadline against hangs, not a timing assertion)."""
-    deadline = asyncio.get_running_loop().time() + timeout
-    while not await predicate():
-        if asyncio.get_running_loop().time() > deadline:
-            pytest.fail(f"timed out waiting for {what}")
-        await asyncio.sleep(0.02)
-
-
-def state_says(edge: Stack, check: Any) -> Any:
+def state_says(edge: Stack, check: Any) -> Callable[[], Awaitable[bool]]:
     async def predicate() -> bool:
         return bool(check(await asyncio.to_thread(edge.state)))
 
@@ -143,7 +135,9 @@ async def test_an_upload_streams_through_before_the_client_finishes(edge: Stack)
         sent.append(piece)
         yield piece
         # Hold the rest back until the app has the first piece: proof it was not buffered.
-        await until(state_says(edge, lambda s: s["upload_chunks"] >= 1), "the first piece")
+        await wait_until_async(
+            state_says(edge, lambda s: s["upload_chunks"] >= 1), 10, "the first piece"
+        )
         for _ in range(31):
             sent.append(piece)
             yield piece
@@ -184,8 +178,9 @@ async def test_closing_the_client_cancels_the_upstream_stream(edge: Stack) -> No
         chunks = response.aiter_raw()  # kept: dropping the iterator would close the stream
         assert await anext(chunks) == b": hello\n\n"
         assert (await asyncio.to_thread(edge.state))["subscribers"][channel] == 1
-    await until(
+    await wait_until_async(
         state_says(edge, lambda s: s["disconnects"].get(channel) == 1),
+        10,
         "the app to see the client leave",
     )
     assert (await asyncio.to_thread(edge.state))["subscribers"][channel] == 0
@@ -218,7 +213,9 @@ async def test_the_clients_close_code_reaches_the_app(edge: Stack) -> None:
     async with connect(f"{edge.ws_url}/ws") as ws:
         await ws.recv()
         await ws.close(4002, "the browser says bye")
-    await until(state_says(edge, lambda s: len(s["ws_closed"]) > before), "the app to see it")
+    await wait_until_async(
+        state_says(edge, lambda s: len(s["ws_closed"]) > before), 10, "the app to see it"
+    )
     code, _reason = (await asyncio.to_thread(edge.state))["ws_closed"][before]
     # Granian's ASGI websocket.disconnect carries the code but not the client's reason.
     assert code == 4002

@@ -10,7 +10,7 @@ import pytest
 from appliance.core.config import load_settings
 from appliance.graphdb.errors import DistributionMissing, PasswordMismatch
 from appliance.graphdb.instance import Neo4jInstance, distribution_dir, verify_distribution
-from tests.support.processes import base_environ, free_port, maxy
+from tests.support.processes import base_environ, maxy, private_neo4j
 
 
 def run(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
@@ -22,9 +22,7 @@ def test_start_status_stop(tmp_path: Path) -> None:
     env = base_environ()
     env.update(
         MAXY_DATA_DIR=str(tmp_path),
-        MAXY_NEO4J_URI=f"bolt://127.0.0.1:{free_port()}",
-        MAXY_NEO4J_HEAP="256m",
-        MAXY_NEO4J_PAGECACHE="32m",
+        **private_neo4j("256m", "32m"),
     )
     assert run(env, "neo4j", "status").returncode == 3  # not running yet
     started = run(env, "neo4j", "start")

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from image import base
-from image.errors import InputMissing
+from image.errors import BuildFailed, InputMissing
 from image.inputs import check_preset
 from tests.image.conftest import unprivileged
 from tests.support.processes import REPO
@@ -40,7 +40,7 @@ def test_the_mirror_is_read_from_a_one_line_sources_list(tmp_path: Path) -> None
 
 def test_no_mirror_says_how_to_pass_one(tmp_path: Path) -> None:
     (tmp_path / "sources.list.d").mkdir()
-    with pytest.raises(base.BuildFailed, match="--mirror"):
+    with pytest.raises(BuildFailed, match="--mirror"):
         base.apt_mirror(tmp_path)
 
 

@@ -16,7 +16,6 @@ from __future__ import annotations
 import os
 import re
 import shutil
-import socket
 import struct
 import subprocess
 import time
@@ -33,18 +32,12 @@ from appliance.ota.progress import Silent
 from image import build as image_build
 from image.tools import ext4_list, ext4_read
 from tests.image.conftest import CACHE, PRESET, Card, report
-from tests.support.processes import base_environ
+from tests.support.processes import base_environ, free_port
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(3600)]
 
 BOOT_LIMIT = 40 * 60  # seconds; emulated, on two shared CPUs
 ILLEGAL_IN_LLAMA = re.compile(r"trap invalid opcode .* in libggml")
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 def healthz(port: int) -> int | None:

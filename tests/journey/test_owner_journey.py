@@ -27,9 +27,7 @@ import contextlib
 import json
 import os
 import re
-import shutil
 import sys
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -43,16 +41,16 @@ from tests.app.test_browser import screenshot
 from tests.fakes.anthropic_api import FakeAnthropic, Reply, ToolUse, has_tools
 from tests.journey.conftest import STEPS
 from tests.sessions.claude_double import token_for
-from tests.sessions.conftest import DOUBLE
 from tests.support.processes import (
     Process,
-    base_environ,
-    free_port,
     get_health,
     maxy,
+    private_neo4j,
     real_claude,
+    runtime_dir,
     wait_until,
 )
+from tests.support.stacks import DOUBLE, account_env
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 
@@ -121,17 +119,11 @@ def device(
     agent.mkdir(parents=True)
     (agent / "config.json").write_text(json.dumps({"displayName": "Anna the Gardener"}))
     (agent / "IDENTITY.md").write_text(IDENTITY)
-    port = free_port()
-    env = base_environ()
-    env.update(
-        MAXY_DATA_DIR=str(data),
-        MAXY_RUNTIME_DIR=tempfile.mkdtemp(prefix="maxy-run-", dir="/tmp"),
-        MAXY_ACCOUNT_ID=account.id,
-        MAXY_HOST="127.0.0.1",
-        MAXY_PORT=str(port),
-        MAXY_NEO4J_URI=f"bolt://127.0.0.1:{free_port()}",
-        MAXY_NEO4J_HEAP="384m",
-        MAXY_NEO4J_PAGECACHE="64m",
+    env = account_env(
+        data,
+        runtime_dir("maxy-run-"),
+        account.id,
+        **private_neo4j(),
         MAXY_ANTHROPIC_BASE_URL=api.url,
         MAXY_STOP_GRACE="2",
         # The double acts out setup-token and hands every other call to the real CLI.
@@ -141,6 +133,7 @@ def device(
         ANTHROPIC_BASE_URL=api.url,
         CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC="1",
     )
+    port = int(env["MAXY_PORT"])
     if os.geteuid() == 0:
         env["IS_SANDBOX"] = "1"  # the real CLI refuses full access as root elsewhere
     run = Process(maxy("run"), env, root / "maxy-run.log")
@@ -155,7 +148,6 @@ def device(
         yield {"url": f"http://127.0.0.1:{port}", "data": data, "run": run}
     finally:
         run.stop()
-        shutil.rmtree(env["MAXY_RUNTIME_DIR"], ignore_errors=True)
 
 
 def test_the_owner_journey(device: dict[str, Any], api: FakeAnthropic) -> None:

@@ -200,13 +200,11 @@ def test_ids_paths_and_words_are_kept(value: str) -> None:
 
 async def durable(memory: Memory, caller: Caller, **changes: Any) -> dict[str, Any]:
     """Write a Note as memory-write would, then audit the call as the MCP server does."""
-    arguments = {
-        "label": "Note",
-        "properties": {"name": "wifi", "password": "hunter2-wifi", "note": "sk-ant-0123456789ab"},
-    }
+    properties = {"name": "wifi", "password": "hunter2-wifi", "note": "sk-ant-0123456789ab"}
+    arguments = {"label": "Note", "properties": properties}
     from appliance.memory.write import WriteRequest
 
-    written = await memory.writer.write(caller, WriteRequest("Note", arguments["properties"]))
+    written = await memory.writer.write(caller, WriteRequest("Note", properties))
     fields: dict[str, Any] = {
         "tool": "memory-write",
         "tool_input": arguments,

@@ -102,7 +102,7 @@ async def check(
     graph = Graph(server.uri, "neo4j", server.password)
     await apply_schema(graph, 384)
     by_id: dict[str, tuple[Spec, str]] = {}
-    rows = []
+    rows: list[dict[str, Any]] = []  # Cypher parameter rows
     for i, spec in enumerate(specs):
         node_id = f"{mine}-{i}"
         account = mine if spec.mine else theirs

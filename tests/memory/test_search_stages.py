@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from appliance.memory.search import Searcher, SearchRequest
@@ -44,10 +46,12 @@ async def test_expansion_finds_what_only_a_paraphrase_names(memory: Memory) -> N
         return ["car insurance", "car insurance"]  # duplicates are dropped
 
     searcher = Searcher(memory.graph, memory.searcher.embed_query, expander)
-    keyword_only = dict(vector_weight=0.0, keyword_weight=1.0, threshold=0.01)
-    plain = await names(memory, SearchRequest("automobile cover", **keyword_only), searcher)
+    plain_request = SearchRequest(
+        "automobile cover", vector_weight=0.0, keyword_weight=1.0, threshold=0.01
+    )
+    plain = await names(memory, plain_request, searcher)
     assert plain == []
-    request = SearchRequest("automobile cover", expand_queries=True, **keyword_only)
+    request = replace(plain_request, expand_queries=True)
     assert await names(memory, request, searcher) == ["Car insurance"]
     assert await names(memory, request, searcher) == ["Car insurance"]
     assert calls == ["automobile cover"]  # the second search used the hour-long cache

@@ -318,7 +318,7 @@ class SimDevice:
         return json.loads(path.read_text()) if path.is_file() else {}
 
 
-def make_device(root: Path, a: SlotImages, b: SlotImages | None = None, **env: str) -> SimDevice:
+def make_device(root: Path, a: SlotImages, b: SlotImages | None = None, /, **env: str) -> SimDevice:
     """A device running slot A in an ordinary boot, trusting ``root/trust``."""
     root.mkdir(parents=True, exist_ok=True)
     device = SimDevice(root, build_card(root / "card.img", a, b))

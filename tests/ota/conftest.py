@@ -9,10 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.app.stack import Stack, make_env, running_stack
 from tests.ota.cards import Signer, SimDevice, SlotImages, make_device, make_signer, slot_images
-from tests.sessions.conftest import DOUBLE, answers
 from tests.support.processes import Neo4jServer, get_health, wait_until
+from tests.support.stacks import DOUBLE, Stack, answers, make_env, running_stack
 
 
 @pytest.fixture(scope="session")

@@ -12,7 +12,7 @@ from neo4j import GraphDatabase
 from appliance.core.config import load_settings
 from appliance.graphdb.instance import ADMIN_CLASS, Neo4jInstance, running
 from tests.ota.cards import Signer, SlotImages, make_bundle, make_device, ota, progress_lines, trust
-from tests.support.processes import free_port, maxy
+from tests.support.processes import maxy, private_neo4j
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
 
@@ -20,9 +20,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
 def neo4j_env(data: Path) -> dict[str, str]:
     return {
         "MAXY_DATA_DIR": str(data),
-        "MAXY_NEO4J_URI": f"bolt://127.0.0.1:{free_port()}",
-        "MAXY_NEO4J_HEAP": "256m",
-        "MAXY_NEO4J_PAGECACHE": "32m",
+        **private_neo4j("256m", "32m"),
     }
 
 

@@ -36,6 +36,7 @@ from appliance.ota.layout import SLOT_A, SLOT_B
 from appliance.ota.manifest import MEMBERS
 from appliance.ota.progress import Silent
 from tests.ota.cards import (
+    BOARD,
     Signer,
     SimDevice,
     SlotImages,
@@ -255,13 +256,15 @@ def test_a_genuine_bundle_not_for_this_device_is_refused(
     error: type[OtaError],
     match: str,
 ) -> None:
-    images, options = releases["1.0.0"], {}
+    images = releases["1.0.0"]
+    boards: tuple[str, ...] = (BOARD,)
+    version: str | None = None
     if case == "downgrade":
-        options = {"version": "0.0.9"}
+        version = "0.0.9"
     elif case == "same version":
-        options = {"version": "0.1.0"}
+        version = "0.1.0"
     elif case == "other board":
-        options = {"boards": ("rpi5", "x86-64")}
+        boards = ("rpi5", "x86-64")
     elif case == "old bootloader":
         device.set_firmware(2, built=datetime(2022, 6, 1, tzinfo=UTC))
     elif case == "unknown bootloader":
@@ -269,7 +272,7 @@ def test_a_genuine_bundle_not_for_this_device_is_refused(
     elif case == "too big for the card":
         big = fat_image(tmp_path / "big-boot.img", 5, {"version.txt": b"1.0.0\n"})
         images = SlotImages("1.0.0", images.boot_a, big, images.root)
-    bundle = make_bundle(tmp_path / "b", images, release_key, **options)  # type: ignore[arg-type]
+    bundle = make_bundle(tmp_path / "b", images, release_key, version=version, boards=boards)
     refused(device, bundle, error, match)
 
 

@@ -14,7 +14,6 @@ import pytest
 from appliance.ota.autoboot import render
 from appliance.ota.keys import key_id, load_public_key
 from appliance.ota.layout import SLOT_A, SLOT_B
-from tests.app.stack import Stack
 from tests.ota.cards import (
     Signer,
     SimDevice,
@@ -29,6 +28,7 @@ from tests.ota.cards import (
 )
 from tests.ota.conftest import stack_settings
 from tests.support.processes import free_port, runtime_dir
+from tests.support.stacks import Stack
 
 pytestmark = pytest.mark.timeout(300)
 

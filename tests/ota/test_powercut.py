@@ -33,7 +33,6 @@ from appliance.ota import autoboot
 from appliance.ota.autoboot import render, select_boot
 from appliance.ota.card import Card
 from appliance.ota.layout import BOOTCONFIG, SLOT_A, SLOT_B, Slot
-from tests.app.stack import Stack
 from tests.ota.cards import (
     Signer,
     SimDevice,
@@ -47,6 +46,7 @@ from tests.ota.cards import (
     trust,
 )
 from tests.ota.conftest import stack_settings
+from tests.support.stacks import Stack
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(3600)]
 

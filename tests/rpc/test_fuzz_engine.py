@@ -21,8 +21,8 @@ from hypothesis import strategies as st
 
 from appliance.rpc.engine import METHODS
 from appliance.rpc.protocol import RemoteError
-from tests.app.stack import Stack, make_env, running_stack
 from tests.support.processes import Neo4jServer
+from tests.support.stacks import Stack, make_env, running_stack
 
 pytestmark = pytest.mark.timeout(900)
 

@@ -10,9 +10,7 @@ from __future__ import annotations
 import contextlib
 import os
 import queue
-import shutil
 import socket
-import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -24,11 +22,9 @@ import httpx
 import pytest
 
 from appliance.core.accounts import create_account
-from tests.support.processes import Process, base_environ, maxy, runtime_dir, wait_until
+from tests.support.processes import Process, maxy, runtime_dir, wait_until
 from tests.support.sse import Event, Parser
-
-HERE = Path(__file__).resolve().parent
-DOUBLE = HERE / "claude"
+from tests.support.stacks import answers, manager_env
 
 
 class Feed:
@@ -253,25 +249,6 @@ def ended(row: dict[str, Any]) -> bool:
     return row["state"] == "archived" and not row["attached"]
 
 
-def manager_env(
-    data: Path, runtime: Path, account_id: str, extra: dict[str, str], settings: dict[str, Any]
-) -> dict[str, str]:
-    """The environment of a `maxy manager` that runs the double; settings by their names."""
-    env = base_environ()
-    env.update(
-        MAXY_DATA_DIR=str(data),
-        MAXY_RUNTIME_DIR=str(runtime),
-        MAXY_ACCOUNT_ID=account_id,
-        MAXY_CLAUDE_BIN=str(DOUBLE),
-        MAXY_STOP_GRACE="1",
-        MAXY_LOG_LEVEL="INFO",
-        CLAUDE_DOUBLE_PYTHON=sys.executable,
-    )
-    env.update({f"MAXY_{name.upper()}": str(value) for name, value in settings.items()})
-    env.update(extra)
-    return env
-
-
 def launch(base: Path, env: dict[str, str] | None = None, **settings: Any) -> Manager:
     """Start a manager with its own data directory under ``base``; ``env`` adds variables."""
     base.mkdir(parents=True, exist_ok=True)
@@ -285,21 +262,8 @@ def launch(base: Path, env: dict[str, str] | None = None, **settings: Any) -> Ma
         wait_for_health(manager)
     except BaseException:
         process.stop(10)
-        shutil.rmtree(runtime, ignore_errors=True)
         raise
     return manager
-
-
-def answers(path: Path) -> bool:
-    """True if an HTTP server answers 200 to GET /healthz on the Unix socket ``path``."""
-    with socket.socket(socket.AF_UNIX) as probe:
-        probe.settimeout(5)
-        try:
-            probe.connect(str(path))
-            probe.sendall(b"GET /healthz HTTP/1.0\r\nHost: manager\r\n\r\n")
-            return probe.recv(64).split(b"\r\n")[0].endswith(b" 200 OK")
-        except OSError:
-            return False
 
 
 def wait_for_health(manager: Manager) -> None:
@@ -338,7 +302,6 @@ def start_manager(tmp_path: Path) -> Iterator[Callable[..., Manager]]:
     yield start
     for manager in reversed(started):
         manager.shutdown()
-        shutil.rmtree(manager.runtime_dir, ignore_errors=True)
 
 
 @pytest.fixture(scope="module")
@@ -346,7 +309,6 @@ def shared_manager(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Manager
     manager = launch(tmp_path_factory.mktemp("manager"))
     yield manager
     manager.shutdown()
-    shutil.rmtree(manager.runtime_dir, ignore_errors=True)
 
 
 @pytest.fixture

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import shutil
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,9 +21,10 @@ from appliance.core.identity import Caller
 from appliance.memory.graph import Graph
 from appliance.rpc.client import RpcClient
 from appliance.rpc.protocol import RpcError
-from tests.sessions.conftest import Manager, manager_env, wait_for_health
+from tests.sessions.conftest import Manager, wait_for_health
 from tests.sessions.test_spawn import option
 from tests.support.processes import Neo4jServer, Process, maxy, runtime_dir, wait_until
+from tests.support.stacks import manager_env
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -80,7 +80,6 @@ def stack(neo4j_server: Neo4jServer, tmp_path_factory: pytest.TempPathFactory) -
     finally:
         manager.shutdown()
         engine.stop()
-        shutil.rmtree(runtime, ignore_errors=True)
 
 
 def transcript(manager: Manager, session_id: str) -> list[dict[str, Any]]:

@@ -4,7 +4,6 @@ cap, 50 concurrent spawns, the idle reaper."""
 from __future__ import annotations
 
 import asyncio
-import time
 from collections import Counter
 from typing import Any
 
@@ -106,8 +105,10 @@ def test_the_idle_reaper_stops_silent_specialists_but_never_busy_ones(start_mana
     manager.wait_row(busy["id"], lambda r: r["status"] == "busy")
     manager.wait_row(idle["id"], lambda r: r["state"] == "archived", timeout=15)
     assert f"op=idle-reap id={idle['id']}" in manager.output()
-    # The busy one has been silent as long; give the reaper a few more passes over it.
-    time.sleep(1.0)
+    # The busy one has been silent as long: let the reaper pass over it again, until it has
+    # reaped a second idle specialist started only now (more than idle_limit later).
+    later = manager.spawn("done quickly too", specialist=True)
+    manager.wait_row(later["id"], lambda r: r["state"] == "archived", timeout=15)
     assert manager.row(busy["id"])["state"] == "live"  # type: ignore[index]
     assert manager.row(operator["id"])["state"] == "live"  # type: ignore[index]
     assert f"op=idle-reap id={busy['id']}" not in manager.output()

@@ -11,7 +11,7 @@ from typing import Any
 import httpx
 
 from tests.sessions.conftest import Manager, children, open_fds
-from tests.support.processes import wait_until
+from tests.support.processes import wait_until, wait_until_async
 
 CYCLES = 500
 PARALLEL = 4
@@ -25,11 +25,13 @@ async def cycle(client: httpx.AsyncClient, i: int) -> str:
         )
         assert response.status_code == 201, response.text
         token = response.json()["row"]["id"]
-        while True:  # the process ends by itself; "attached" turns false once it is reaped
+
+        async def reaped() -> bool:  # the process ends by itself; "attached" turns false then
             row = (await client.get(f"/{token}")).json()["row"]
-            if row["state"] == "archived" and not row["attached"]:
-                return "natural"
-            await asyncio.sleep(0.02)
+            return bool(row["state"] == "archived" and not row["attached"])
+
+        await wait_until_async(reaped, 60, f"session {token} to end by itself")
+        return "natural"
     response = await client.post("/rc-spawn", json={})
     assert response.status_code == 201, response.text
     stopped = await client.post(f"/{response.json()['row']['id']}/stop")

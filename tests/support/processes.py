@@ -1,11 +1,12 @@
 """Processes for tests: `maxy` children that are always stopped, waits, ports, environments.
 
 Runtime folders (Unix socket paths must stay short, so they live in /tmp rather than under
-pytest's tmp_path) come from :func:`runtime_dir` and are removed when the session ends.
+pytest's tmp_path) come from :func:`runtime_dir` and are removed at the end of each test module.
 """
 
 from __future__ import annotations
 
+import asyncio
 import os
 import shutil
 import socket
@@ -13,6 +14,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -27,14 +29,14 @@ _RUNTIME_DIRS: list[Path] = []
 
 
 def runtime_dir(prefix: str = "maxy-run-") -> Path:
-    """A short-path folder for a test's sockets, removed at the end of the session."""
+    """A short-path folder for a test's sockets, removed at the end of its module."""
     folder = Path(tempfile.mkdtemp(prefix=prefix, dir="/tmp"))
     _RUNTIME_DIRS.append(folder)
     return folder
 
 
 def remove_runtime_dirs() -> None:
-    """Remove every folder :func:`runtime_dir` made (conftest calls it at session end)."""
+    """Remove every folder :func:`runtime_dir` made (conftest calls it after each module)."""
     while _RUNTIME_DIRS:
         shutil.rmtree(_RUNTIME_DIRS.pop(), ignore_errors=True)
 
@@ -53,6 +55,15 @@ def free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         return int(probe.getsockname()[1])
+
+
+def private_neo4j(heap: str = "384m", pagecache: str = "64m") -> dict[str, str]:
+    """Settings for a Neo4j of a child's own on a free port, with a test-sized memory."""
+    return {
+        "MAXY_NEO4J_URI": f"bolt://127.0.0.1:{free_port()}",
+        "MAXY_NEO4J_HEAP": heap,
+        "MAXY_NEO4J_PAGECACHE": pagecache,
+    }
 
 
 def base_environ() -> dict[str, str]:
@@ -123,6 +134,17 @@ def wait_until(predicate: object, timeout: float, what: str, interval: float = 0
             return
         time.sleep(interval)
     pytest.fail(f"timed out after {timeout:.0f} s waiting for {what}")
+
+
+async def wait_until_async(
+    predicate: Callable[[], Awaitable[bool]], timeout: float, what: str, interval: float = 0.02
+) -> None:
+    """:func:`wait_until` for a coroutine predicate, polled without blocking the event loop."""
+    deadline = time.monotonic() + timeout
+    while not await predicate():
+        if time.monotonic() > deadline:
+            pytest.fail(f"timed out after {timeout:.0f} s waiting for {what}")
+        await asyncio.sleep(interval)
 
 
 def get_health(port: int) -> httpx.Response | None:

@@ -40,7 +40,10 @@ def test_parameters_travel_with_the_hash() -> None:
 
     salt = b"0123456789abcdef"
     digest = hashlib.scrypt(b"correct horse", salt=salt, n=2**10, r=4, p=2, dklen=24)
-    enc = lambda b: base64.urlsafe_b64encode(b).rstrip(b"=").decode()  # noqa: E731
+
+    def enc(raw: bytes) -> str:
+        return base64.urlsafe_b64encode(raw).rstrip(b"=").decode()
+
     stored = f"scrypt${2**10}$4$2${enc(salt)}${enc(digest)}"
     assert credentials.check_secret("correct horse", stored)
     assert not credentials.check_secret("correct horsE", stored)
