@@ -16,7 +16,7 @@ import pytest
 
 from appliance.web import security
 from tests.app.running_app import chromium
-from tests.support.processes import Neo4jServer, wait_until
+from tests.support.processes import Neo4jServer
 from tests.support.stacks import PIN, Stack, add_agent, make_env, running_stack
 
 pytestmark = pytest.mark.timeout(300)
@@ -41,20 +41,11 @@ def stack(neo4j_server: Neo4jServer, tmp_path_factory: pytest.TempPathFactory) -
     sites.mkdir(parents=True, exist_ok=True)
     (sites / "index.html").write_text("<!doctype html><script>document.title='mine'</script>")
     with running_stack(env, root / "logs", "engine", "app", "edge") as running:
-        url = base(running)
-        wait_until(lambda: _answers(url), 60, f"the edge at {url}\n{running.output()}")
         yield running
 
 
 def base(stack: Stack) -> str:
     return f"http://127.0.0.1:{stack.env.settings.port}"
-
-
-def _answers(url: str) -> bool:
-    try:
-        return httpx.get(url + "/static/css/app.css", timeout=5).status_code == 200
-    except httpx.TransportError:
-        return False
 
 
 def assert_secure(response: httpx.Response, policy: str) -> None:
