@@ -21,7 +21,9 @@ one line of JSON. Nothing here tunes the engine to the collection.
 The same run computes a plain-BM25 reference over the documents as ingested (title + text, the
 refused ones left out): Okapi BM25 with k1 1.2 and b 0.75, idf ``log(1 + (N - df + 0.5) / (df +
 0.5))``, tokens the lower-cased runs of ``[a-z0-9]``, no stemming, no stop list; the table prints
-it and ``keyword / reference`` (keyword nDCG@10 over the reference's).
+it and ``keyword / reference`` (keyword nDCG@10 over the reference's). ``--keyword-only`` loads no
+model: documents still go through ``memory-ingest`` (every node written without an embedding,
+as after a failed embed) into a store of their own, and only the keyword configuration runs.
 """
 
 from __future__ import annotations
@@ -52,7 +54,7 @@ from appliance.core.config import Settings, load_settings
 from appliance.core.identity import Caller
 from appliance.graphdb.instance import Neo4jInstance, running
 from appliance.memory.embedder import Embedder
-from appliance.memory.errors import WriteRejected
+from appliance.memory.errors import ModelMissing, WriteRejected
 from appliance.memory.graph import Graph
 from appliance.memory.hits import Candidate
 from appliance.memory.ingest import Ingester, IngestRequest
@@ -77,6 +79,7 @@ CONFIGS: dict[str, dict[str, Any]] = {
     "rrf+boosts": {"mode": "rrf", "boosts": True},
 }
 Qrels = dict[str, dict[str, int]]  # query id -> doc id -> grade
+KEYWORD_ONLY_DIM = 384  # the vector indexes' size in a keyword-only store (nothing is embedded)
 
 
 @dataclass
@@ -149,14 +152,15 @@ def neo4j_server(data_dir: Path) -> Iterator[Settings]:
 INGEST_SOURCES = ("appliance/memory/ingest.py", "appliance/memory/chunking.py")
 
 
-def store_dir(directory: Path) -> Path:
+def store_dir(directory: Path, keyword_only: bool = False) -> Path:
     """The reusable store of one collection, model and ingest code (under the shared cache)."""
     settings = load_settings(bench_env(directory))
     digest = hashlib.sha256((directory / "corpus.jsonl").read_bytes())
-    digest.update(settings.embed_model_path.name.encode())
+    model = "keyword-only" if keyword_only else settings.embed_model_path.stem
+    digest.update(model.encode())
     for source in INGEST_SOURCES:
         digest.update((REPO / source).read_bytes())
-    name = f"{directory.resolve().name}-{settings.embed_model_path.stem}-{digest.hexdigest()[:12]}"
+    name = f"{directory.resolve().name}-{model}-{digest.hexdigest()[:12]}"
     return settings.cache_dir / "bench-quality" / name
 
 
@@ -293,12 +297,17 @@ async def ingest(
 
 
 async def evaluate(
-    searcher: Searcher, caller: Caller, queries: dict[str, str], qrels: Qrels
+    searcher: Searcher,
+    caller: Caller,
+    queries: dict[str, str],
+    qrels: Qrels,
+    configs: Sequence[str] = tuple(CONFIGS),
 ) -> tuple[dict[str, dict[str, float]], list[float]]:
     """Run every judged query in every configuration; return mean metrics and latencies."""
     figures: dict[str, dict[str, float]] = {}
     latencies: list[float] = []
-    for name, fields in CONFIGS.items():
+    for name in configs:
+        fields = CONFIGS[name]
         per: dict[str, list[float]] = {
             "ndcg@10": [],
             "map": [],
@@ -327,12 +336,23 @@ async def evaluate(
     return figures, latencies
 
 
-async def run(collection: Collection, settings: Settings, store: Path) -> dict[str, Any]:
+async def _no_model(text: str) -> list[float]:
+    """The embedder of a keyword-only run: every node is written without an embedding."""
+    raise ModelMissing("bench-quality --keyword-only loads no model")
+
+
+async def run(
+    collection: Collection, settings: Settings, store: Path, keyword_only: bool = False
+) -> dict[str, Any]:
     """Schema, ingest (unless ``store`` holds one) and evaluation; return every figure."""
-    embedder = Embedder(
-        settings.embed_model_path,
-        max_chars=settings.embed_max_chars,
-        threads=settings.embed_threads,
+    embedder = (
+        None
+        if keyword_only
+        else Embedder(
+            settings.embed_model_path,
+            max_chars=settings.embed_max_chars,
+            threads=settings.embed_threads,
+        )
     )
     graph = Graph(
         settings.neo4j_uri, settings.neo4j_user, settings.neo4j_password_path.read_text().strip()
@@ -340,9 +360,16 @@ async def run(collection: Collection, settings: Settings, store: Path) -> dict[s
     try:
 
         async def embed(text: str) -> list[float]:
+            assert embedder is not None
             return [float(x) for x in embedder.embed(text)]
 
-        schema = await apply_schema(graph, embedder.dimension)
+        if embedder is None:
+            embed = _no_model
+            # One embed-failed warning per document is the point of this mode, not news.
+            logging.getLogger("appliance.memory.ingest").setLevel(logging.ERROR)
+            logging.getLogger("appliance.memory.search").setLevel(logging.ERROR)
+        model_name = embedder.model_name if embedder else "none (keyword-only)"
+        schema = await apply_schema(graph, embedder.dimension if embedder else KEYWORD_ONLY_DIM)
         marker = store / "ingested.json"
         if marker.exists():  # an earlier run ingested this corpus with this model and code
             saved = json.loads(marker.read_text())
@@ -353,7 +380,7 @@ async def run(collection: Collection, settings: Settings, store: Path) -> dict[s
             caller = Caller(account_id=f"bench-{uuid.uuid4()}")  # scopes=None: the admin agent
             started = time.monotonic()
             done, refused, nodes = await ingest(
-                Ingester(graph, embed, embedder.model_name), caller, collection.corpus
+                Ingester(graph, embed, model_name), caller, collection.corpus
             )
             ingest_s, reused = time.monotonic() - started, False
             saved = {
@@ -366,15 +393,20 @@ async def run(collection: Collection, settings: Settings, store: Path) -> dict[s
             marker.write_text(json.dumps(saved))
         await graph.run("CALL db.awaitIndexes(600)")  # searches must see every node
         figures, latencies = await evaluate(
-            Searcher(graph, embed), caller, collection.queries, collection.qrels
+            Searcher(graph, embed),
+            caller,
+            collection.queries,
+            collection.qrels,
+            ["keyword"] if keyword_only else list(CONFIGS),
         )
     finally:
         await graph.close()
-        embedder.close()
+        if embedder is not None:
+            embedder.close()
     return {
         "bench": "quality",
         "collection": collection.name,
-        "model": embedder.model_name,
+        "model": model_name,
         "docs": done,
         "docs_refused": refused,
         "nodes": nodes,
@@ -405,7 +437,7 @@ def report(out: dict[str, Any]) -> None:
         f"{out['docs_refused'] or 'none'}), {out['queries']} queries, model {out['model']}"
     )
     print(f"{'config':<16}{'nDCG@10':>9}{'MAP':>9}{'R@100':>9}{'docs/q':>9}{'ms p50':>9}")
-    for name in CONFIGS:
+    for name in (n for n in CONFIGS if n in out):
         f = out[name]
         print(
             f"{name:<16}{f['ndcg@10']:>9.4f}{f['map']:>9.4f}{f['recall@100']:>9.4f}"
@@ -422,8 +454,9 @@ def report(out: dict[str, Any]) -> None:
         f"ingest {out['ingest_s']} s{' (store reused)' if out['store_reused'] else ''}; "
         f"query ms p50 {out['query_ms_p50']} p95 {out['query_ms_p95']}"
     )
-    out["hybrid_beats_single"], words = verdict(out)
-    print(words)
+    if "vector" in out:
+        out["hybrid_beats_single"], words = verdict(out)
+        print(words)
     print(json.dumps(out))
 
 
@@ -434,6 +467,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--fresh", action="store_true", help="ingest into a new store and discard it afterwards"
     )
+    parser.add_argument(
+        "--keyword-only",
+        action="store_true",
+        help="the keyword leg and the BM25 reference only: documents go through memory-ingest "
+        "without embeddings (no model is loaded), so a large collection ingests in minutes",
+    )
     args = parser.parse_args(argv)
     directory: Path = args.dir if args.dir.is_absolute() else (Path.cwd() / args.dir)
     logging.basicConfig(level=logging.WARNING, format="%(message)s")
@@ -442,12 +481,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.fresh:
         data_dir = Path(tempfile.mkdtemp(prefix="maxy-bench-quality-"))
     else:
-        data_dir = store_dir(directory)
+        data_dir = store_dir(directory, args.keyword_only)
         data_dir.mkdir(parents=True, exist_ok=True)
         print(f"  store {data_dir}", file=sys.stderr)
     try:
         with neo4j_server(data_dir) as settings:
-            out = asyncio.run(run(collection, settings, data_dir))
+            out = asyncio.run(run(collection, settings, data_dir, args.keyword_only))
     finally:
         if args.fresh:
             shutil.rmtree(data_dir, ignore_errors=True)
