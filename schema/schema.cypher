@@ -162,6 +162,11 @@ CREATE VECTOR INDEX report_embedding IF NOT EXISTS FOR (n:Report) ON n.embedding
   OPTIONS {indexConfig: {`vector.dimensions`: $dimension, `vector.similarity_function`: 'cosine', `vector.quantization.type`: 'NONE'}};
 
 // ── Keyword search: one full-text index over every operator-meaningful label ──────────────────
+// The 'english' analyzer (Lucene's EnglishAnalyzer: standard tokens, possessives dropped, lower
+// case, English stop words, Porter stemming), so "wings" finds "wing" and "the" ranks nothing.
+// An existing index of another analyzer, labels or properties is dropped and created anew when
+// the schema is applied (appliance/memory/schema.py), and Neo4j repopulates it in the background.
 CREATE FULLTEXT INDEX entity_search IF NOT EXISTS
   FOR (n:Question|DefinedTerm|Review|Service|Person|LocalBusiness|PriceSpecification|Task|CreativeWork|DigitalDocument|KnowledgeDocument|Section|Chunk|Conversation|Message|Event|Workflow|Preference|Report|UserProfile|Organization|Place|PostalAddress|ContactPoint|Product|Offer|Brand|Answer|DefinedTermSet|Article|WebPage|WebSite|EmailMessage|Note|Project|Goal|Instruction|Agent|Skill|Schedule|Invoice|Order)
-  ON EACH [n.name, n.alternateName, n.firstName, n.lastName, n.givenName, n.familyName, n.title, n.headline, n.summary, n.description, n.body, n.bodyPreview, n.content, n.text, n.subject, n.email, n.telephone, n.keywords, n.compiledTruth, n.question, n.answer, n.instruction, n.url];
+  ON EACH [n.name, n.alternateName, n.firstName, n.lastName, n.givenName, n.familyName, n.title, n.headline, n.summary, n.description, n.body, n.bodyPreview, n.content, n.text, n.subject, n.email, n.telephone, n.keywords, n.compiledTruth, n.question, n.answer, n.instruction, n.url]
+  OPTIONS {indexConfig: {`fulltext.analyzer`: 'english'}};

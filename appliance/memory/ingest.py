@@ -4,6 +4,8 @@
 
 Contract:
 
+- A document that is only a title is ingested with its title as its text; one with neither a
+  title nor text is refused (``empty-document``), and one with text but no title too.
 - ``(account, attachmentId)`` identifies the document; ingesting the same attachment again
   REPLACES its hierarchy: sections and chunks no longer produced are deleted, the rest are
   updated in place, and a soft-deleted hierarchy is revived (``deletedAt`` cleared everywhere).
@@ -32,7 +34,7 @@ import logging
 import time
 import uuid
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from appliance.core.identity import Caller
@@ -188,7 +190,13 @@ def _check(caller: Caller, request: IngestRequest) -> None:
         raise rejected(
             "ingest", "missing-attachment", "attachmentId is required: it names the source file."
         )
-    if not request.title or not request.title.strip():
+    if not request.title.strip() and not request.text.strip():
+        raise rejected(
+            "ingest",
+            "empty-document",
+            "The document has neither a title nor text; there is nothing to ingest.",
+        )
+    if not request.title.strip():
         raise rejected("ingest", "missing-title", "A document needs a title.")
     if len(request.text) > MAX_TEXT_CHARS:
         raise rejected(
@@ -197,10 +205,6 @@ def _check(caller: Caller, request: IngestRequest) -> None:
             f"The text has {len(request.text):,} characters; at most {MAX_TEXT_CHARS:,} can be "
             "ingested at once. Split the document.",
             chars=len(request.text),
-        )
-    if not request.text.strip():
-        raise rejected(
-            "ingest", "empty-text", "The document text is empty; there is nothing to ingest."
         )
     if request.agents is not None and not all(
         isinstance(a, str) and a.strip() for a in request.agents
@@ -232,6 +236,9 @@ class Ingester:
         """Write (or replace) the document's hierarchy, embedding only what changed."""
         started = time.monotonic()
         _check(caller, request)
+        if not request.text.strip():
+            # A title alone is a document: its title is the text to find it by.
+            request = replace(request, text=request.title.strip())
         known_id, stored = await self._stored(caller, request.attachment_id)
         doc_id = known_id or document_id(caller.account_id, request.attachment_id)
         nodes = _plan(doc_id, request)

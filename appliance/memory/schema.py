@@ -1,4 +1,5 @@
-"""Apply ``schema/schema.cypher`` idempotently and keep vector indexes in step with the model."""
+"""Apply ``schema/schema.cypher`` idempotently; keep vector indexes in step with the model and
+full-text indexes in step with their declaration (analyzer, labels, properties)."""
 
 from __future__ import annotations
 
@@ -16,6 +17,13 @@ log = logging.getLogger(__name__)
 
 REBUILD_COMMAND = "maxy engine --rebuild-vector-indexes"
 _VECTOR_INDEX = re.compile(r"CREATE\s+VECTOR\s+INDEX\s+(\w+)", re.IGNORECASE)
+_FULLTEXT_INDEX = re.compile(
+    r"CREATE\s+FULLTEXT\s+INDEX\s+(\w+).*?FOR\s*\(\s*\w+\s*:\s*([\w|]+)\s*\)"
+    r".*?ON\s+EACH\s*\[([^\]]*)\]",
+    re.IGNORECASE | re.DOTALL,
+)
+_ANALYZER = re.compile(r"`fulltext\.analyzer`\s*:\s*'([\w-]+)'")
+DEFAULT_ANALYZER = "standard-no-stop-words"  # Neo4j's, when an index names none
 
 
 def schema_file() -> Path:
@@ -35,6 +43,75 @@ def declared_vector_indexes(statements: list[str]) -> list[str]:
     return [m.group(1) for s in statements if (m := _VECTOR_INDEX.match(s))]
 
 
+@dataclass(frozen=True)
+class FulltextShape:
+    """What a full-text index covers and how it analyses text."""
+
+    labels: frozenset[str]
+    properties: frozenset[str]
+    analyzer: str
+
+
+def declared_fulltext_indexes(statements: list[str]) -> dict[str, FulltextShape]:
+    """The full-text indexes the schema declares, by name, with their shape."""
+    out: dict[str, FulltextShape] = {}
+    for statement in statements:
+        if match := _FULLTEXT_INDEX.match(statement):
+            name, labels, props = match.groups()
+            analyzer = _ANALYZER.search(statement)
+            out[name] = FulltextShape(
+                frozenset(labels.split("|")),
+                frozenset(p.strip().split(".", 1)[-1] for p in props.split(",") if p.strip()),
+                analyzer.group(1) if analyzer else DEFAULT_ANALYZER,
+            )
+    return out
+
+
+async def fulltext_indexes(graph: Graph) -> dict[str, FulltextShape]:
+    """The full-text indexes the store has, by name, with their shape."""
+    rows, _ = await graph.run(
+        "SHOW FULLTEXT INDEXES YIELD name, labelsOrTypes, properties, options "
+        "RETURN name, labelsOrTypes, properties, options"
+    )
+    return {
+        row["name"]: FulltextShape(
+            frozenset(row["labelsOrTypes"] or []),
+            frozenset(row["properties"] or []),
+            str(
+                ((row["options"] or {}).get("indexConfig") or {}).get(
+                    "fulltext.analyzer", DEFAULT_ANALYZER
+                )
+            ),
+        )
+        for row in rows
+    }
+
+
+async def drop_changed_fulltext_indexes(graph: Graph, statements: list[str]) -> list[str]:
+    """Drop each declared full-text index the store has in another shape; return their names.
+
+    ``CREATE … IF NOT EXISTS`` would keep an index of another analyzer or other properties
+    forever; dropped here, the schema's statement creates it anew and Neo4j repopulates it.
+    """
+    existing = await fulltext_indexes(graph)
+    dropped = []
+    for name, want in declared_fulltext_indexes(statements).items():
+        have = existing.get(name)
+        if have is not None and have != want:
+            await graph.run(f"DROP INDEX `{name}` IF EXISTS")
+            log.info(
+                "[schema] op=rebuild-fulltext-index name=%s analyzer=%s->%s "
+                "labels_changed=%s properties_changed=%s",
+                name,
+                have.analyzer,
+                want.analyzer,
+                have.labels != want.labels,
+                have.properties != want.properties,
+            )
+            dropped.append(name)
+    return dropped
+
+
 @dataclass
 class SchemaReport:
     """What one application of the schema did."""
@@ -43,6 +120,7 @@ class SchemaReport:
     indexes_added: int = 0
     constraints_added: int = 0
     vector_indexes: list[str] = field(default_factory=list)
+    fulltext_rebuilt: list[str] = field(default_factory=list)
 
     @property
     def changed(self) -> bool:
@@ -90,7 +168,10 @@ async def apply_schema(graph: Graph, dimension: int, path: Path | None = None) -
             f"has {dimension} dimensions. Run `{REBUILD_COMMAND}` to rebuild them (existing "
             "embeddings of the old size are cleared), or set MAXY_EMBED_MODEL back."
         )
-    report = SchemaReport(vector_indexes=declared_vector_indexes(statements))
+    report = SchemaReport(
+        vector_indexes=declared_vector_indexes(statements),
+        fulltext_rebuilt=await drop_changed_fulltext_indexes(graph, statements),
+    )
     for statement in statements:
         _, summary = await graph.run("CYPHER 25 " + statement, {"dimension": dimension})
         counters = summary.counters

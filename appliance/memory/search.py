@@ -2,7 +2,8 @@
 
 Stages: (1) the query vector against every discovered vector index in ONE statement (a UNION of
 ``SEARCH`` clauses, account filtered inside each index); (2) the Lucene-escaped query against
-the ``entity_search`` full-text index; (3) fusion, boosts, dedup, threshold and slice
+the ``entity_search`` full-text index, its hits summed per ingested document (:func:`by_document`);
+(3) fusion, boosts, dedup, threshold and slice
 (:mod:`appliance.memory.fusion`); (4) one-hop graph expansion of each result. The guards of
 :mod:`appliance.memory.guards` apply on every path, related nodes included. Candidate pools are
 over-fetched and fetched again, larger, while guards leave a path short of the limit.
@@ -126,6 +127,28 @@ class SearchResult:
     ms: float = 0.0
     vector_only: bool = False  # the full-text index is missing
     keyword_only: bool = False  # the model failed: keyword results only
+
+
+def by_document(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Keyword rows with one per ingested document: its best node, scored the sum of its nodes.
+
+    A document, its sections and its chunks each match on part of the document's text (title
+    and summary, or a chunk's content); ranked apart they compete with each other and no node
+    is scored on the whole. The sum stands for the document's match, and the best node carries
+    it. Rows of nodes outside a document hierarchy are left as they are.
+    """
+    groups: dict[str, list[dict[str, Any]]] = {}
+    for row in rows:
+        key = (row.get("props") or {}).get("documentId")  # on every section and chunk
+        if not key and "KnowledgeDocument" in (row.get("labels") or []):
+            key = row["id"]
+        groups.setdefault(f"doc:{key}" if key else f"node:{row['id']}", []).append(row)
+    out = []
+    for members in groups.values():
+        best = max(members, key=lambda r: float(r["score"]))
+        out.append({**best, "score": sum(float(r["score"]) for r in members)})
+    out.sort(key=lambda r: -float(r["score"]))
+    return out
 
 
 def _clean_props(props: dict[str, Any]) -> dict[str, Any]:
@@ -352,7 +375,7 @@ class Searcher:
             elif isinstance(keyword_rows, BaseException):
                 raise keyword_rows
             else:
-                paths.append((keyword_rows, "keyword"))
+                paths.append((by_document(keyword_rows), "keyword"))
         if request.subscriptions and not vector_only:
             subscribed = await self._subscriptions(
                 caller, request.subscriptions, want, request.boosts

@@ -298,8 +298,8 @@ async def test_writes_are_batched(memory: Memory, monkeypatch: pytest.MonkeyPatc
 @pytest.mark.parametrize(
     ("fields", "reason"),
     [
-        ({"text": ""}, "empty"),
-        ({"text": " \n\t "}, "empty"),
+        ({"title": "", "text": ""}, "neither a title nor text"),
+        ({"title": " ", "text": " \n\t "}, "neither a title nor text"),
         ({"text": "# Only\n\n## Headings"}, "no text under them"),
         ({"text": "x" * (MAX_TEXT_CHARS + 1)}, "at most 2,000,000"),
         ({"attachment_id": ""}, "attachmentId is required"),
@@ -318,3 +318,18 @@ async def test_bad_input_is_refused_and_writes_nothing(
         "MATCH (n) WHERE n.accountId = $a RETURN count(n) AS n", {"a": memory.caller.account_id}
     )
     assert rows[0]["n"] == 0 and memory.embeds == []
+
+
+@pytest.mark.parametrize("text", ["", " \n\t "])
+async def test_a_title_alone_is_a_document(memory: Memory, text: str) -> None:
+    title = "Boundary layer transition on a swept wing"
+    done = await ingester(memory).ingest(memory.caller, IngestRequest(title, text, "att-title"))
+    assert (done["sections"], done["chunks"]) == (1, 1)
+    nodes = await hierarchy(memory, done["documentId"])
+    assert [c["content"] for c in of(nodes, "Chunk")] == [title]
+    assert all(n["props"].get("embedding") for n in nodes)  # every node was embedded
+    await memory.graph.run("CALL db.awaitIndexes(60)")
+    found = await memory.searcher.search(
+        memory.caller, SearchRequest("swept wing", keyword_weight=1.0, vector_weight=0.0)
+    )
+    assert {c.props.get("attachmentId") for c in found.results} == {"att-title"}

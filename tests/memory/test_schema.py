@@ -12,7 +12,9 @@ from appliance.memory.graph import Graph
 from appliance.memory.schema import (
     REBUILD_COMMAND,
     apply_schema,
+    declared_fulltext_indexes,
     declared_vector_indexes,
+    fulltext_indexes,
     read_statements,
     vector_index_dimensions,
 )
@@ -116,6 +118,41 @@ async def test_entity_search_covers_the_operator_labels_and_text_properties(
         "keywords",
         "compiledTruth",
     } <= props
+
+
+async def test_entity_search_stems_english_and_drops_stop_words(graph: Graph) -> None:
+    available, _ = await graph.run(
+        "CALL db.index.fulltext.listAvailableAnalyzers() YIELD analyzer RETURN analyzer"
+    )
+    assert "english" in {r["analyzer"] for r in available}
+    assert (await fulltext_indexes(graph))["entity_search"].analyzer == "english"
+
+
+async def test_an_entity_search_of_another_analyzer_is_rebuilt_on_upgrade(graph: Graph) -> None:
+    # The index as releases before issue 21 created it: the default analyzer, fewer properties.
+    await graph.run("DROP INDEX entity_search IF EXISTS")
+    await graph.run(
+        "CREATE FULLTEXT INDEX entity_search FOR (n:Note) ON EACH [n.title] "
+        "OPTIONS {indexConfig: {`fulltext.analyzer`: 'standard-no-stop-words'}}"
+    )
+    await graph.run(
+        "CREATE (:Note {id: randomUUID(), accountId: 'acc-ft', title: 'Swept wings at the tips'})"
+    )
+    try:
+        report = await apply_schema(graph, 384)
+        assert report.fulltext_rebuilt == ["entity_search"]
+        shape = (await fulltext_indexes(graph))["entity_search"]
+        assert shape == declared_fulltext_indexes(read_statements())["entity_search"]
+        assert shape.analyzer == "english" and "content" in shape.properties
+        await graph.run("CALL db.awaitIndexes(60)")
+        rows, _ = await graph.run(  # stemmed: "wing" and "tip" find "wings" and "tips"
+            "CALL db.index.fulltext.queryNodes('entity_search', 'wing tip') YIELD node "
+            "WHERE node.accountId = 'acc-ft' RETURN node.title AS title"
+        )
+        assert [r["title"] for r in rows] == ["Swept wings at the tips"]
+        assert (await apply_schema(graph, 384)).fulltext_rebuilt == []  # in shape: kept
+    finally:
+        await graph.run("MATCH (n:Note {accountId: 'acc-ft'}) DETACH DELETE n")
 
 
 async def test_vector_search_filters_by_account_inside_the_index(graph: Graph) -> None:

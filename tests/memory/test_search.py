@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from appliance.memory.search import SearchRequest
+from appliance.memory.ingest import Ingester, IngestRequest
+from appliance.memory.search import SearchRequest, by_document
 from appliance.memory.write import Edge, WriteRequest
 from tests.memory.conftest import Memory
 
@@ -228,3 +229,34 @@ async def test_a_failing_model_without_the_fulltext_index_is_an_error(memory: Me
             await Searcher(memory.graph, broken).search(memory.caller, SearchRequest("gate"))
     finally:
         await apply_schema(memory.graph, 384)
+
+
+def test_keyword_rows_are_summed_per_document_and_other_nodes_kept() -> None:
+    rows = [
+        {"id": "c1", "labels": ["Chunk"], "props": {"documentId": "d1"}, "score": 2.0},
+        {"id": "n1", "labels": ["Note"], "props": {}, "score": 2.5},
+        {"id": "d1", "labels": ["KnowledgeDocument"], "props": {}, "score": 1.0},
+        {"id": "s1", "labels": ["Section"], "props": {"documentId": "d1"}, "score": 0.5},
+    ]
+    assert [(r["id"], r["score"]) for r in by_document(rows)] == [("c1", 3.5), ("n1", 2.5)]
+
+
+async def test_one_document_takes_one_keyword_place(memory: Memory) -> None:
+    text = "Flutter of swept wings.\n\n## Tests\n\nWind tunnel flutter tests of swept wings."
+    await Ingester(memory.graph, memory.writer.embed, memory.writer.model_name).ingest(
+        memory.caller, IngestRequest("Wing flutter", text, "att-flutter")
+    )
+    await memory.writer.write(
+        memory.caller, WriteRequest("Note", {"name": "Flutter", "description": "A bird's wing"})
+    )
+    await memory.graph.run("CALL db.awaitIndexes(60)")
+    result = await memory.searcher.search(
+        memory.caller,
+        SearchRequest("flutter wings", keyword_weight=1.0, vector_weight=0.0, limit=10),
+    )
+    matched = [c for c in result.results if c.keyword is not None]  # the keyword leg's hits
+    # The document, its sections and its chunks take one place; the stemmed note is found too.
+    assert [c.props.get("attachmentId", c.props.get("name")) for c in matched] == [
+        "att-flutter",
+        "Flutter",
+    ]
