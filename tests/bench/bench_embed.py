@@ -19,9 +19,11 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-SINGLE_COUNT = 320  # one call per text: enough for a stable p95 on 2 cores
+# MAXY_BENCH_EMBED_SINGLE / _BATCHES shorten a run on a busy machine (multiples of CHUNK).
+SINGLE_COUNT = int(os.environ.get("MAXY_BENCH_EMBED_SINGLE", "320"))  # a stable p95 on 2 cores
 BATCH_SIZE = 64
-BATCH_COUNT = 10  # 640 texts: batch figures swing more than single ones under load
+# 640 texts: batch figures swing more than single ones under load.
+BATCH_COUNT = int(os.environ.get("MAXY_BENCH_EMBED_BATCHES", "10"))
 # Paths take turns in chunks, so a burst of other work on the machine hits all of them alike,
 # with a pause between turns: idle OpenMP and ggml threads spin for a while after a call.
 CHUNK = 16
