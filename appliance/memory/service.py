@@ -103,8 +103,10 @@ class Engine:
         self.account = account
         self.embedder = embedder
         self.graph = Graph(settings.neo4j_uri, settings.neo4j_user, read_password(settings))
-        # llama.cpp is not thread-safe: one worker thread owns every embed call.
+        # A llama.cpp context is not thread-safe: one worker thread per context of the Embedder,
+        # so a single embed (a query, a write) never queues behind a bulk list.
         self._embed_thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="embed")
+        self._bulk_thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="embed-bulk")
         self.schema_state = "pending"
         self.schema_error: str | None = None
         self.searcher = Searcher(self.graph, self.embed_one, expander)
@@ -215,7 +217,7 @@ class Engine:
         """Embed a list of texts; vectors come back as packed float32 bytes."""
         loop = asyncio.get_running_loop()
         texts = list(call.texts)
-        vectors = await loop.run_in_executor(self._embed_thread, self.embedder.embed_many, texts)
+        vectors = await loop.run_in_executor(self._bulk_thread, self.embedder.embed_many, texts)
         packed = np.stack(vectors).astype("<f4").tobytes() if vectors else b""
         return api.EmbedResponse(
             model=self.embedder.model_name, dimension=self.embedder.dimension, vectors=packed
@@ -288,6 +290,7 @@ class Engine:
             await listener.wait_closed()
             await self.graph.close()
             self._embed_thread.shutdown(wait=True)
+            self._bulk_thread.shutdown(wait=True)
             self.settings.engine_socket.unlink(missing_ok=True)
             log.info("[engine] op=stop")
 
