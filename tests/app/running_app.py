@@ -146,3 +146,18 @@ def chromium(*extra_args: str) -> Iterator[Any]:
             yield browser
         finally:
             browser.close()
+
+
+def wait_for_js(page: Any, expression: str, arg: Any = None, timeout: float = 30.0) -> None:
+    """Poll ``expression`` (or a function of ``arg``) in ``page`` until it is truthy.
+
+    Playwright's own ``wait_for_function`` polls inside the page with ``eval``, which the pages'
+    Content-Security-Policy forbids (no 'unsafe-eval'); ``page.evaluate`` runs through the
+    DevTools protocol, which the policy does not govern.
+    """
+    wait_until(
+        lambda: bool(page.evaluate(expression, arg)),
+        timeout,
+        f"{expression} in {page.url}",
+        interval=0.05,
+    )

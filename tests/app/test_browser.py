@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from tests.app.running_app import chromium
+from tests.app.running_app import chromium, wait_for_js
 from tests.support.processes import REPO, Neo4jServer
 from tests.support.stacks import PIN, Stack, add_agent, make_env, running_stack
 
@@ -166,9 +166,7 @@ def test_the_shell_at_each_breakpoint(admin: Any, base_url: str, width: int) -> 
         admin.click("#drawer-toggle")
         admin.locator("#sidebar").wait_for(state="visible")
         assert admin.locator("#drawer-toggle").get_attribute("aria-expanded") == "true"
-        admin.wait_for_function(
-            "document.getElementById('sidebar').getBoundingClientRect().left >= 0"
-        )
+        wait_for_js(admin, "document.getElementById('sidebar').getBoundingClientRect().left >= 0")
         screenshot(admin, f"shell-{width}-drawer-open")
         admin.keyboard.press("Escape")
         admin.locator("#sidebar").wait_for(state="hidden")
@@ -215,12 +213,13 @@ def test_the_data_page_shows_a_score_breakdown_and_a_neighbourhood(
     detail = admin.locator("#data-detail")
     detail.locator("h2", has_text="Anna Quokka").wait_for()
     detail.locator(".neighbours", has_text="Boiler service").wait_for()
-    admin.wait_for_function("document.querySelector('#data-graph canvas') !== null")
+    wait_for_js(admin, "document.querySelector('#data-graph canvas') !== null")
     screenshot(admin, "data-1400")
     # A type chip narrows the results to that type.
     admin.click("#data-types .chip[data-label=Person]")
-    admin.wait_for_function(
-        "[...document.querySelectorAll('.result .badge')].every(b => b.textContent === 'Person')"
+    wait_for_js(
+        admin,
+        "[...document.querySelectorAll('.result .badge')].every(b => b.textContent === 'Person')",
     )
 
 
@@ -242,7 +241,7 @@ def test_the_graph_page_draws_and_narrows(admin: Any, base_url: str) -> None:
     assert admin.title() == "Graph · Maxy"
     stats = admin.locator("#graph-stats")
     expect(stats).to_have_text(re.compile(r"^2 nodes · 1 edge$"))
-    admin.wait_for_function("document.querySelector('#graph-canvas canvas') !== null")
+    wait_for_js(admin, "document.querySelector('#graph-canvas canvas') !== null")
     chips = admin.locator("#graph-categories .chip")
     assert {"Note", "Person"} <= {c.get_attribute("data-label") for c in chips.all()}
     assert admin.locator("#graph-limit").get_attribute("max") == "2000"
@@ -254,9 +253,7 @@ def test_the_graph_page_draws_and_narrows(admin: Any, base_url: str) -> None:
     admin.click("#graph-categories .chip[data-label=Person]")
     expect(stats).to_have_text(re.compile(r"^1 node · 0 edges$"))
     # Clicking a node opens its details beside the graph.
-    admin.wait_for_function(
-        "window.maxyGraph.active && window.maxyGraph.active.nodes().length === 1"
-    )
+    wait_for_js(admin, "window.maxyGraph.active && window.maxyGraph.active.nodes().length === 1")
     at = admin.evaluate("window.maxyGraph.active.nodes()[0].renderedPosition()")
     box = admin.locator("#graph-canvas").bounding_box()
     admin.mouse.click(box["x"] + at["x"], box["y"] + at["y"])

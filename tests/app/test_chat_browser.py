@@ -39,6 +39,9 @@ def verdict(kind: str) -> Reply:
     return Reply(text=json.dumps(body))
 
 
+REPLY_WAIT_MS = 30_000
+
+
 @pytest.fixture(scope="module")
 def fake() -> Iterator[FakeAnthropic]:
     with FakeAnthropic() as api:
@@ -85,7 +88,9 @@ def test_a_visitor_sends_two_messages_and_sees_streamed_replies(
         page.fill("#agent-message", question)
         page.press("#agent-message", "Enter")
         expect(page.locator(".bubble.from-visitor").nth(number - 1)).to_have_text(question)
-        expect(replies.nth(number - 1)).to_have_text(answer)
+        # The reply waits for the gateway, the classifier and a real search (the first one on a
+        # cold Neo4j takes seconds under load): this checks what arrives, not how fast.
+        expect(replies.nth(number - 1)).to_have_text(answer, timeout=REPLY_WAIT_MS)
         expect(replies.nth(number - 1)).to_have_attribute("data-done", "true")
         expect(page.locator("#agent-message")).to_have_value("")
     screenshot(page, "agent-chat-390")

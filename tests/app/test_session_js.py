@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from tests.app.running_app import RunningApp, TcpToUnix, chromium, start_app
+from tests.app.running_app import RunningApp, TcpToUnix, chromium, start_app, wait_for_js
 from tests.support.processes import Env
 
 PIN = "271828"
@@ -103,7 +103,7 @@ def test_signing_out_other_devices_updates_sibling_tabs_and_warns_other_browsers
     # "Sign out other devices" in tab A: tab B learns the new token over BroadcastChannel, silently.
     rotated = tab_a.evaluate("window.maxySession.rotate()")
     assert rotated["csrf"] != before
-    tab_b.wait_for_function("t => window.maxySession.token() === t", arg=rotated["csrf"])
+    wait_for_js(tab_b, "t => window.maxySession.token() === t", rotated["csrf"])
     requests: list[str] = []
     tab_b.on("request", lambda request: requests.append(request.url))
     assert tab_b.evaluate(POST_SETTING) == 200

@@ -18,6 +18,7 @@ import pytest
 
 from tests.app import test_browser as shell_tests
 from tests.app import test_settings as settings_tests
+from tests.app.running_app import wait_for_js
 from tests.app.test_settings import GOOD_KEY
 from tests.fakes.anthropic_api import FakeAnthropic
 from tests.sessions.claude_double import token_for
@@ -54,7 +55,7 @@ def recorded(stack: Stack, session_id: str) -> dict[str, Any]:
 def session_of(page: Any) -> str:
     from urllib.parse import parse_qs, urlparse
 
-    page.wait_for_function("new URL(location.href).searchParams.has('session')")
+    wait_for_js(page, "new URL(location.href).searchParams.has('session')")
     url: str = page.url
     return parse_qs(urlparse(url).query)["session"][0]
 
