@@ -131,11 +131,14 @@ class AdminCheck:
     def __init__(self, settings: Settings) -> None:
         self.keys_dir = settings.keys_dir
         self.key_path = settings.cookie_key_path
+        self.key: bytes | None = None  # read once it exists (the app makes it at first login)
 
     def __call__(self, scope: Scope, network: str) -> bool:
-        if not self.key_path.exists():
-            return False  # nobody has logged in yet; never create the key from here
-        key = cookies.load_key(self.key_path)
+        if self.key is None:
+            if not self.key_path.exists():
+                return False  # nobody has logged in yet; never create the key from here
+            self.key = cookies.load_key(self.key_path)
+        key = self.key
         value = HTTPConnection(scope).cookies.get(cookies.COOKIE_NAME)
         generation = cookies.read_generation(self.keys_dir)
         return cookies.verify(key, value, network, generation=generation) is not None

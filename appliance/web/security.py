@@ -24,7 +24,7 @@ from collections.abc import Callable
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-Headers = list[tuple[bytes, bytes]]
+from appliance.web.upstream import Headers
 
 _COMMON = (
     "default-src 'self'; script-src 'self'; img-src 'self' data: blob:; font-src 'self'; "

@@ -20,7 +20,7 @@ import httpx
 import pytest
 
 from tests.support.processes import Env, Process, wait_until
-from tests.support.stacks import BASE_URL, raw_request
+from tests.support.stacks import BASE_URL, app_answers
 
 
 @dataclass
@@ -54,21 +54,11 @@ def edge_headers(
     return {"X-Maxy-Network": network, "X-Maxy-Client-IP": ip, "X-Maxy-Host-Role": role}
 
 
-def _answers(path: Path) -> bool:
-    if not path.exists():
-        return False
-    try:
-        status, _, _ = raw_request(path, b"/sites/")
-    except OSError:
-        return False
-    return status > 0
-
-
 def start_app(start_maxy: Any, env: Env) -> RunningApp:
     """Start `maxy app` and wait until it answers on its socket."""
     process = start_maxy(env, "app")
     sock = env.settings.app_socket
-    wait_until(lambda: _answers(sock), 60, f"the app on {sock}\n{process.output()}")
+    wait_until(lambda: app_answers(sock), 60, f"the app on {sock}\n{process.output()}")
     return RunningApp(env, process, sock)
 
 

@@ -79,7 +79,7 @@ content_types = st.sampled_from(
 segments = st.sampled_from(["maxy", "x", "..", "%00", "a" * 300, "0", "-1", "nope"])
 
 
-def body_routes() -> list[tuple[str, str]]:
+def body_routes(app_routes: list[Any]) -> list[tuple[str, str]]:
     """(method, path) of every app route that takes a body, as the app declares them."""
     found: list[tuple[str, str]] = []
 
@@ -92,7 +92,7 @@ def body_routes() -> list[tuple[str, str]]:
             elif hasattr(route, "routes"):
                 walk(route.routes)
 
-    walk(APP_ROUTES)
+    walk(app_routes)
     return found
 
 
@@ -105,13 +105,11 @@ def stack(neo4j_server: Neo4jServer, tmp_path_factory: pytest.TempPathFactory) -
         yield running
 
 
-APP_ROUTES: list[Any] = []
 COUNTS: Counter[tuple[str, str, int]] = Counter()
 
 
 def test_every_body_route_answers_bad_input_with_a_4xx_json_error(stack: Stack) -> None:
-    APP_ROUTES[:] = create_app(stack.env.settings).routes
-    routes = body_routes()
+    routes = body_routes(create_app(stack.env.settings).routes)
     assert len(routes) >= 15, routes  # the listing works (the app has about 30 such routes)
     transport = httpx.HTTPTransport(uds=str(stack.env.settings.app_socket))
     client = httpx.Client(transport=transport, base_url=BASE_URL, timeout=30.0)

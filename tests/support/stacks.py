@@ -103,6 +103,17 @@ def edge_answers(port: int) -> bool:
         return False
 
 
+def app_answers(sock: Path) -> bool:
+    """True once `maxy app` serves its static files on ``sock``."""
+    if not sock.exists():
+        return False
+    try:
+        status, _, _ = raw_request(sock, b"/static/css/app.css")
+    except OSError:
+        return False
+    return status == 200
+
+
 def _dechunk(data: bytes) -> bytes:
     out = bytearray()
     while data:
@@ -200,14 +211,7 @@ class Stack:
             return False
 
     def app_answers(self) -> bool:
-        sock = self.env.settings.app_socket
-        if not sock.exists():
-            return False
-        try:
-            status, _, _ = raw_request(sock, b"/static/css/app.css")
-        except OSError:
-            return False
-        return status == 200
+        return app_answers(self.env.settings.app_socket)
 
     def client(self, cookies: httpx.Cookies | None = None, /, **headers: str) -> httpx.Client:
         """An httpx client on the app's Unix socket (as a local process, unless headers say)."""
