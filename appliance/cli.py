@@ -147,7 +147,9 @@ def cmd_engine(settings: Settings, args: argparse.Namespace) -> int:
         if args.rebuild_vector_indexes:
 
             async def rebuild() -> dict[str, int]:
-                graph = Graph(settings.neo4j_uri, settings.neo4j_user, read_password(settings))
+                graph = Graph(
+                    settings.neo4j_address(), settings.neo4j_user, read_password(settings)
+                )
                 try:
                     return await rebuild_vector_indexes(graph, embedder.dimension)
                 finally:
@@ -239,7 +241,7 @@ def cmd_neo4j(settings: Settings, args: argparse.Namespace) -> int:
         return launcher.run(instance, notifier, user=settings.neo4j_user)
     if args.neo4j_command == "start":
         pid = instance.start_background()
-        print(f"neo4j running, pid {pid}, bolt {settings.neo4j_uri}, home {instance.home}")
+        print(f"neo4j running, pid {pid}, bolt {settings.neo4j_address()}, home {instance.home}")
         return 0
     if args.neo4j_command == "stop":
         stopped = instance.stop()
@@ -249,11 +251,13 @@ def cmd_neo4j(settings: Settings, args: argparse.Namespace) -> int:
     reason = None
     if instance.password_file.is_file():
         password = instance.password_file.read_text().strip()
-        reason = bolt_ready(settings.neo4j_uri, settings.neo4j_user, password)
+        reason = bolt_ready(settings.neo4j_address(), settings.neo4j_user, password)
     else:
         reason = f"no password file at {instance.password_file}"
     state = "answering" if reason is None else f"not answering ({reason})"
-    print(f"pid: {running or 'none'}\nbolt: {settings.neo4j_uri} {state}\nhome: {instance.home}")
+    print(
+        f"pid: {running or 'none'}\nbolt: {settings.neo4j_address()} {state}\nhome: {instance.home}"
+    )
     print(f"java: {instance.java.major} at {instance.java.home}")
     return 0 if reason is None else 3
 

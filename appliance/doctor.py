@@ -72,10 +72,12 @@ def _neo4j_bolt(settings: Settings) -> Check:
         return Check(
             "neo4j", False, f"no password file at {settings.neo4j_password_path}; run `maxy run`"
         )
-    reason = bolt_ready(settings.neo4j_uri, settings.neo4j_user, password)
+    reason = bolt_ready(settings.neo4j_address(), settings.neo4j_user, password)
     if reason:
-        return Check("neo4j", False, f"{settings.neo4j_uri}: {reason}; start it with `maxy run`")
-    return Check("neo4j", True, f"answers at {settings.neo4j_uri}")
+        return Check(
+            "neo4j", False, f"{settings.neo4j_address()}: {reason}; start it with `maxy run`"
+        )
+    return Check("neo4j", True, f"answers at {settings.neo4j_address()}")
 
 
 def _model(settings: Settings) -> Check:

@@ -15,7 +15,6 @@ import tempfile
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from urllib.parse import urlsplit
 
 from appliance.core.config import Settings, SettingsError
 from appliance.core.ports import check_port_free
@@ -154,8 +153,7 @@ def run(settings: Settings, environ: Mapping[str, str]) -> int:
         if adopted:
             log.info("[supervisor] op=adopt child=neo4j pid=%s (from `maxy neo4j start`)", adopted)
         else:
-            bolt = urlsplit(settings.neo4j_uri)
-            check_port_free(bolt.hostname or "127.0.0.1", bolt.port or 7687, "MAXY_NEO4J_URI")
+            check_port_free(instance.bolt_host, instance.port(), "MAXY_NEO4J_URI")
             neo4j = Child("neo4j", _neo4j(instance))
             neo4j.launch()
             children.append(neo4j)

@@ -24,6 +24,7 @@ from tests.support.processes import (
     base_environ,
     maxy,
     private_neo4j,
+    release_ports,
     remove_runtime_dirs,
     runtime_dir,
 )
@@ -103,7 +104,7 @@ def neo4j_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Neo4jServ
     settings = load_settings(env)
     instance = Neo4jInstance.from_settings(settings, env)
     with running(instance) as proc:
-        yield Neo4jServer(settings.neo4j_uri, settings.neo4j_password_path, instance, proc)
+        yield Neo4jServer(instance.uri(), settings.neo4j_password_path, instance, proc)
 
 
 @pytest.fixture(scope="session")
@@ -151,6 +152,8 @@ def start_maxy(tmp_path: Path) -> Iterator[object]:
 
 @pytest.fixture(scope="module", autouse=True)
 def _runtime_dirs_removed_after_each_module() -> Iterator[None]:
-    """No /tmp/maxy-* left behind a module: first in, so torn down after its stacks stop."""
+    """No /tmp/maxy-* or port hold left behind a module: first in, so torn down after its
+    stacks stop."""
     yield
     remove_runtime_dirs()
+    release_ports()

@@ -19,6 +19,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
+
+from appliance.core.ports import recorded_port
 
 ENV_PREFIX = "MAXY_"
 DEFAULT_CONFIG_FILE = Path("/etc/maxy/maxy.toml")
@@ -199,7 +202,13 @@ SETTINGS: tuple[Setting, ...] = (
         _names,
     ),
     Setting("log_level", "INFO", "debug, info, warning or error.", _log_level),
-    Setting("neo4j_uri", "bolt://127.0.0.1:7687", "Bolt address of Neo4j.", _bolt_uri),
+    Setting(
+        "neo4j_uri",
+        "bolt://127.0.0.1:7687",
+        "Bolt address of Neo4j. Port 0: the development instance takes a free port on its first "
+        "start and keeps it (recorded in neo4j_home/run/bolt.port).",
+        _bolt_uri,
+    ),
     Setting("neo4j_user", "neo4j", "Neo4j user name."),
     Setting(
         "neo4j_password_file",
@@ -485,6 +494,21 @@ class Settings:
     def neo4j_home_path(self) -> Path:
         """Home of the development Neo4j instance."""
         return self.neo4j_home or self.data_dir / "neo4j"
+
+    @property
+    def bolt_port_file(self) -> Path:
+        """Where the development instance records the port it got for ``bolt://…:0``."""
+        return self.neo4j_home_path / "run" / "bolt.port"
+
+    def neo4j_address(self) -> str:
+        """The Bolt URI to connect to: ``neo4j_uri``, its port 0 replaced by the recorded one."""
+        parts = urlsplit(self.neo4j_uri)
+        if parts.port != 0:
+            return self.neo4j_uri
+        port = recorded_port(self.bolt_port_file)
+        if not port:
+            return self.neo4j_uri  # never started: connecting fails and says where
+        return parts._replace(netloc=f"{parts.hostname}:{port}").geturl()
 
     @property
     def embed_model_path(self) -> Path:

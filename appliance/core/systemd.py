@@ -210,11 +210,6 @@ def http_probe(
     return probe
 
 
-def loopback(host: str) -> str:
-    """The address to reach a server listening on ``host`` from this machine."""
-    return {"0.0.0.0": "127.0.0.1", "::": "::1", "": "127.0.0.1"}.get(host, host)
-
-
 def watch_granian(server: Any, notifier: Notifier, role: str, probe: Probe, where: str) -> None:
     """Report a Granian server's readiness, liveness and stopping from its main process."""
     if not notifier.enabled:

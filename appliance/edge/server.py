@@ -6,8 +6,8 @@ import logging
 import os
 
 from appliance.core.config import Settings, SettingsError
-from appliance.core.ports import check_port_free
-from appliance.core.systemd import Notifier, http_probe, loopback, watch_granian
+from appliance.core.ports import check_port_free, loopback
+from appliance.core.systemd import Notifier, http_probe, watch_granian
 from appliance.edge.app import VERSION_PATH
 from appliance.edge.network import Policy
 

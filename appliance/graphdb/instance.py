@@ -6,6 +6,7 @@ Layout of an instance home (``MAXY_NEO4J_HOME``, default ``<data_dir>/neo4j``)::
     data/                the store (data/dbms/auth.ini holds the initial password hash)
     logs/console.log     the server's output when started by ``maxy neo4j start``
     run/neo4j.pid        pid of a server started by ``maxy neo4j start``
+    run/bolt.port        the port a ``bolt://…:0`` instance got on its first start (kept)
 
 The jars live in the cache (``<cache_dir>/neo4j/<version>/lib``), checked against the
 ``SHA256SUMS`` file written when they were fetched.
@@ -25,7 +26,8 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from appliance.core.config import Settings
-from appliance.core.fsio import sha256_file, write_secret
+from appliance.core.fsio import sha256_file, write_atomic, write_secret
+from appliance.core.ports import listening_ports, recorded_port
 from appliance.core.proc import (
     ToolError,
     escalate,
@@ -102,6 +104,7 @@ class Neo4jInstance:
     heap: str
     pagecache: str
     password_file: Path
+    port_file: Path
 
     @classmethod
     def from_settings(cls, settings: Settings, environ: Mapping[str, str]) -> Neo4jInstance:
@@ -115,11 +118,32 @@ class Neo4jInstance:
             dist=dist,
             java=java,
             bolt_host=address.hostname or "127.0.0.1",
-            bolt_port=address.port or 7687,
+            bolt_port=7687 if address.port is None else address.port,
             heap=settings.neo4j_heap,
             pagecache=settings.neo4j_pagecache,
             password_file=settings.neo4j_password_path,
+            port_file=settings.bolt_port_file,
         )
+
+    def port(self) -> int:
+        """The Bolt port: the configured one, or what a port-0 instance recorded (0: none yet)."""
+        return self.bolt_port or recorded_port(self.port_file)
+
+    def uri(self) -> str:
+        """The Bolt URI the server answers on (port 0 until a port-0 instance first started)."""
+        return f"bolt://{self.bolt_host}:{self.port()}"
+
+    def learn_port(self, proc: subprocess.Popen[bytes], wait: float) -> None:
+        """For a port-0 instance, wait until the server listens and record the port it got."""
+        if self.port():
+            return
+        deadline = time.monotonic() + wait
+        while not (ports := listening_ports(proc.pid)):
+            if proc.poll() is not None or time.monotonic() > deadline:
+                return  # wait_for_bolt says why
+            time.sleep(0.2)
+        write_atomic(self.port_file, f"{min(ports)}\n".encode())
+        log.info("[neo4j] op=port bolt=%s (the kernel's choice, kept)", self.uri())
 
     @property
     def pid_file(self) -> Path:
@@ -144,14 +168,15 @@ class Neo4jInstance:
         return [str(self.java.java), "-cp", str(self.dist / "lib" / "*"), *args]
 
     def _write_config(self) -> None:
+        port = self.port()
         lines = [
             "# Written by maxy on every start; edit the MAXY_NEO4J_* settings instead.",
             f"server.memory.heap.initial_size={self.heap}",
             f"server.memory.heap.max_size={self.heap}",
             f"server.memory.pagecache.size={self.pagecache}",
             f"server.default_listen_address={self.bolt_host}",
-            f"server.bolt.listen_address={self.bolt_host}:{self.bolt_port}",
-            f"server.bolt.advertised_address={self.bolt_host}:{self.bolt_port}",
+            f"server.bolt.listen_address={self.bolt_host}:{port}",
+            f"server.bolt.advertised_address={self.bolt_host}:{port}",
             "server.http.enabled=false",
             "server.https.enabled=false",
             "dbms.usage_report.enabled=false",
@@ -231,13 +256,7 @@ class Neo4jInstance:
         finally:
             if out:
                 out.close()
-        log.info(
-            "[neo4j] op=spawn pid=%s java=%s bolt=%s:%s",
-            proc.pid,
-            self.java.major,
-            self.bolt_host,
-            self.bolt_port,
-        )
+        log.info("[neo4j] op=spawn pid=%s java=%s bolt=%s", proc.pid, self.java.major, self.uri())
         return proc
 
     def _pid_record(self) -> tuple[int, str] | None:
@@ -310,7 +329,9 @@ def wait_for_bolt(
     instance: Neo4jInstance, wait: float, proc: subprocess.Popen[bytes] | None = None
 ) -> None:
     """Block until the instance answers Bolt queries, or raise :class:`StartFailed`."""
-    uri = f"bolt://{instance.bolt_host}:{instance.bolt_port}"
+    if proc is not None:
+        instance.learn_port(proc, wait)
+    uri = instance.uri()
     password = instance.password_file.read_text().strip()
     deadline = time.monotonic() + wait
     reason: str | None = "not started"

@@ -49,7 +49,7 @@ def run(
             f"Neo4j already runs from {instance.home} (pid {other}). Stop it first with "
             "`maxy neo4j stop` (or stop `maxy run`)."
         )
-    check_port_free(instance.bolt_host, instance.bolt_port, "MAXY_NEO4J_URI")
+    check_port_free(instance.bolt_host, instance.port(), "MAXY_NEO4J_URI")
     stop = threading.Event()
 
     def request_stop(signum: int, frame: FrameType | None) -> None:
@@ -60,11 +60,12 @@ def run(
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, request_stop)
 
-    uri = f"bolt://{instance.bolt_host}:{instance.bolt_port}"
-    notifier.status(f"starting Neo4j (Bolt on {uri})")
+    notifier.status(f"starting Neo4j (Bolt on {instance.uri()})")
     proc = instance.spawn(None)
     instance.record_pid(proc.pid, f"launcher:{os.getpid()}")
     try:
+        instance.learn_port(proc, start_wait)
+        uri = instance.uri()
         password = instance.password_file.read_text().strip()
         deadline = time.monotonic() + start_wait
         reason = bolt_ready(uri, user, password)

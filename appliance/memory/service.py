@@ -102,7 +102,7 @@ class Engine:
         self.settings = settings
         self.account = account
         self.embedder = embedder
-        self.graph = Graph(settings.neo4j_uri, settings.neo4j_user, read_password(settings))
+        self.graph = Graph(settings.neo4j_address(), settings.neo4j_user, read_password(settings))
         # A llama.cpp context is not thread-safe: one worker thread per context of the Embedder,
         # so a single embed (a query, a write) never queues behind a bulk list.
         self._embed_thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="embed")

@@ -17,7 +17,7 @@ from appliance.app.pages import MENU_MODES, MODES
 from appliance.core.config import PERMISSION_MODES
 from tests.app.running_app import edge_headers
 from tests.fakes.anthropic_api import FakeAnthropic
-from tests.support.processes import Env, free_port, wait_until
+from tests.support.processes import Env, held_port, wait_until
 from tests.support.stacks import Stack, sessions_stack
 
 GOOD_KEY = "sk-ant-api03-good-key-0123456789abcdefghij"
@@ -108,7 +108,7 @@ def test_a_bad_key_gets_a_clear_message_and_nothing_is_stored(
 
 def test_a_key_that_cannot_be_checked_is_not_stored(tmp_path: Path, stack: Stack) -> None:
     env = dict(stack.env.vars)
-    env["MAXY_ANTHROPIC_BASE_URL"] = f"http://127.0.0.1:{free_port()}"  # nothing listens
+    env["MAXY_ANTHROPIC_BASE_URL"] = f"http://127.0.0.1:{held_port()}"  # nothing listens
     env["MAXY_RUNTIME_DIR"] = str(tmp_path / "run")
     other = Stack(Env(env, stack.env.account_id), tmp_path)
     other.start("app")

@@ -33,7 +33,7 @@ import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # `tests` as a package
 
-from tests.support.processes import REPO, base_environ, free_port
+from tests.support.processes import REPO, base_environ, held_port
 
 ONEFILE = Path(os.environ.get("MAXY_BINARY", REPO / "dist" / "maxy"))
 ONEDIR = REPO / "dist" / "maxy-onedir" / "maxy"
@@ -128,8 +128,8 @@ def stack_env(binary: Path, base: Path) -> dict[str, str]:
         MAXY_DATA_DIR=str(base / "data"),
         MAXY_RUNTIME_DIR=tempfile.mkdtemp(prefix="maxy-bench-", dir="/tmp"),
         MAXY_HOST="127.0.0.1",
-        MAXY_PORT=str(free_port()),
-        MAXY_NEO4J_URI=f"bolt://127.0.0.1:{free_port()}",
+        MAXY_PORT=str(held_port()),
+        MAXY_NEO4J_URI="bolt://127.0.0.1:0",  # it binds a free port
         MAXY_NEO4J_HEAP="384m",
         MAXY_NEO4J_PAGECACHE="64m",
         MAXY_LOG_LEVEL="WARNING",
@@ -148,7 +148,7 @@ def stack_env(binary: Path, base: Path) -> dict[str, str]:
 
 def edge_cold_start(binary: Path, env: dict[str, str]) -> float:
     """Seconds from exec of ``maxy edge`` to its first /healthz 200."""
-    port = free_port()
+    port = held_port()
     started = time.monotonic()
     proc = subprocess.Popen(
         [str(binary), "edge"],

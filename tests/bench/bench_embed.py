@@ -9,7 +9,6 @@ import contextlib
 import json
 import multiprocessing
 import os
-import socket
 import statistics
 import subprocess
 import sys
@@ -126,19 +125,13 @@ def model_path() -> Path:
     return Path(explicit).expanduser() if explicit else cache / "models/all-minilm-l6-v2.f16.gguf"
 
 
-def free_port() -> int:
-    """A loopback port nobody listens on right now."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 @contextlib.contextmanager
 def llama_server(gguf: Path) -> Iterator[str]:
     """Run llama_cpp.server on the GGUF and yield its base URL once /v1/models answers."""
     import httpx
 
-    port = free_port()
+    from appliance.core.ports import listening_ports
+
     with tempfile.TemporaryFile() as log:
         # n_ctx 0 = the model's own context, as the Embedder loads it.
         server = subprocess.Popen(
@@ -153,14 +146,13 @@ def llama_server(gguf: Path) -> Iterator[str]:
                 "--n_ctx",
                 "0",
                 "--port",
-                str(port),
+                "0",  # it binds a free port
                 "--host",
                 "127.0.0.1",
             ],
             stdout=log,
             stderr=subprocess.STDOUT,
         )
-        url = f"http://127.0.0.1:{port}"
         try:
             deadline = time.monotonic() + 120
             while True:
@@ -168,8 +160,10 @@ def llama_server(gguf: Path) -> Iterator[str]:
                     log.seek(0)
                     tail = log.read().decode(errors="replace")[-2000:]
                     raise RuntimeError(f"llama_cpp.server did not come up:\n{tail}")
-                with contextlib.suppress(httpx.TransportError):  # not listening yet
-                    if httpx.get(f"{url}/v1/models", timeout=5).status_code == 200:
+                ports = listening_ports(server.pid)  # it was told port 0
+                url = f"http://127.0.0.1:{min(ports)}" if ports else ""
+                with contextlib.suppress(httpx.TransportError):  # not answering yet
+                    if url and httpx.get(f"{url}/v1/models", timeout=5).status_code == 200:
                         break
                 time.sleep(0.2)
             yield url

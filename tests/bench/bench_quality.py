@@ -37,7 +37,6 @@ import math
 import os
 import re
 import shutil
-import socket
 import statistics
 import sys
 import tempfile
@@ -113,13 +112,6 @@ def judged(collection_queries: Mapping[str, str], qrels: Qrels) -> list[str]:
     return [q for q in collection_queries if any(g > 0 for g in qrels.get(q, {}).values())]
 
 
-def free_port() -> int:
-    """A TCP port nobody listens on right now."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
 def bench_env(data_dir: Path) -> dict[str, str]:
     """The environment of the bench's own Neo4j in ``data_dir``."""
     # Keep the cache and a chosen model; drop every other MAXY_* so the dev store is untouched.
@@ -131,7 +123,7 @@ def bench_env(data_dir: Path) -> dict[str, str]:
     env.setdefault("MAXY_CACHE_DIR", str(Path("~/.cache/maxy").expanduser()))
     env.update(
         MAXY_DATA_DIR=str(data_dir),
-        MAXY_NEO4J_URI=f"bolt://127.0.0.1:{free_port()}",
+        MAXY_NEO4J_URI="bolt://127.0.0.1:0",  # it binds a free port
         MAXY_NEO4J_HEAP="1g",
         MAXY_NEO4J_PAGECACHE="256m",
     )
@@ -355,7 +347,9 @@ async def run(
         )
     )
     graph = Graph(
-        settings.neo4j_uri, settings.neo4j_user, settings.neo4j_password_path.read_text().strip()
+        settings.neo4j_address(),
+        settings.neo4j_user,
+        settings.neo4j_password_path.read_text().strip(),
     )
     try:
 

@@ -41,7 +41,6 @@ from appliance.memory.schema import apply_schema
 from appliance.memory.search import FULLTEXT_INDEX, Searcher, SearchRequest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # `tests` as a package
-from tests.support.processes import free_port
 
 SIZES = (10_000, 100_000)
 STAGES = ("+boosts", "+dedup", "+routing", "+expansion")
@@ -337,14 +336,13 @@ def bench_environ() -> dict[str, str]:
 @contextlib.contextmanager
 def neo4j_server(home: Path) -> Iterator[tuple[str, str]]:
     """A private Neo4j started as tests/conftest.py does, with the benchmark's memory."""
-    port = free_port()
     env = bench_environ()
     env.update(MAXY_DATA_DIR=str(home), MAXY_NEO4J_HEAP="1g", MAXY_NEO4J_PAGECACHE="512m")
-    env["MAXY_NEO4J_URI"] = f"bolt://127.0.0.1:{port}"
+    env["MAXY_NEO4J_URI"] = "bolt://127.0.0.1:0"  # it binds a free port
     settings = load_settings(env)
     instance = Neo4jInstance.from_settings(settings, env)
     with running(instance):
-        yield settings.neo4j_uri, instance.password_file.read_text().strip()
+        yield instance.uri(), instance.password_file.read_text().strip()
 
 
 async def run(embedder: Embedder, uri: str, password: str, cache_dir: Path) -> dict[str, Any]:

@@ -26,8 +26,8 @@ from tests.support.processes import (
     REPO,
     Process,
     base_environ,
-    free_port,
     get_health,
+    held_port,
     private_neo4j,
     runtime_dir,
     wait_until,
@@ -57,7 +57,7 @@ def fresh_env(binary: Path, base: Path) -> dict[str, str]:
         # Unix socket paths are short (107 bytes): keep the runtime dir near the root.
         MAXY_RUNTIME_DIR=str(runtime_dir("maxy-bin-")),
         MAXY_HOST="127.0.0.1",
-        MAXY_PORT=str(free_port()),
+        MAXY_PORT=str(held_port()),
         **private_neo4j(),
     )
     created = run_binary(binary, env, "account", "create", "--owner", "Frozen Owner")

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from appliance.core.accounts import create_account
-from tests.support.processes import base_environ, free_port, maxy
+from tests.support.processes import base_environ, held_port, maxy
 
 
 @pytest.mark.parametrize("role", ["engine", "edge", "run"])
@@ -17,7 +17,7 @@ from tests.support.processes import base_environ, free_port, maxy
 def test_fatal_account_id_line(role: str, reason: str, tmp_path: Path) -> None:
     env = base_environ()
     env.update(MAXY_DATA_DIR=str(tmp_path), MAXY_RUNTIME_DIR=str(tmp_path / "run"))
-    env["MAXY_PORT"] = str(free_port())
+    env["MAXY_PORT"] = str(held_port())
     if reason != "no-on-disk-account":
         create_account(tmp_path / "accounts", "Someone")
     if reason != "missing":

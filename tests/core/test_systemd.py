@@ -25,10 +25,11 @@ from typing import Any
 import httpx
 import pytest
 
+from appliance.core.config import load_settings
 from appliance.core.systemd import Notifier
 from appliance.graphdb.instance import bolt_ready
 from appliance.rpc.client import RpcClient
-from tests.support.processes import Env, Process, base_environ, free_port, maxy
+from tests.support.processes import Env, Process, base_environ, maxy
 
 WATCHDOG_USEC = 2_000_000  # a ping every second
 WAIT = 120.0  # generous bounds for a loaded machine; nothing here asserts a duration
@@ -275,16 +276,16 @@ def test_neo4j_launcher_is_ready_when_bolt_answers(
 ) -> None:
     data = tmp_path / "data"
     env = base_environ()
-    uri = f"bolt://127.0.0.1:{free_port()}"
     env.update(
         MAXY_DATA_DIR=str(data),
-        MAXY_NEO4J_URI=uri,
+        MAXY_NEO4J_URI="bolt://127.0.0.1:0",  # Neo4j binds a free port and the launcher notes it
         MAXY_NEO4J_HEAP="384m",
         MAXY_NEO4J_PAGECACHE="64m",
     )
     neo4j = launch(env, notify, "neo4j", "run")
     ready = notify.wait_for("READY=1", neo4j)
     password = (data / "keys" / "neo4j-password").read_text().strip()
+    uri = load_settings(env).neo4j_address()
     assert bolt_ready(uri, "neo4j", password) is None
     assert ready.pid == neo4j.proc.pid
     java = int((data / "neo4j" / "run" / "neo4j.pid").read_text().split()[0])

@@ -32,7 +32,7 @@ from appliance.ota.progress import Silent
 from image import build as image_build
 from image.tools import ext4_list, ext4_read
 from tests.image.conftest import CACHE, PRESET, Card, report
-from tests.support.processes import base_environ, free_port
+from tests.support.processes import base_environ, port_of
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(3600)]
 
@@ -76,7 +76,6 @@ class Boot:
 
 def boot(qemu: str, disk: Path, tmp_path: Path) -> Boot:
     """Power the card on under qemu until /healthz answers 200 (or the limit); then off."""
-    port = free_port()
     console = tmp_path / "console.log"
     command = [
         qemu,
@@ -101,13 +100,14 @@ def boot(qemu: str, disk: Path, tmp_path: Path) -> Boot:
         "-drive",
         f"file={disk},format=raw,if=virtio,snapshot=on",
         "-netdev",
-        f"user,id=net0,hostfwd=tcp:127.0.0.1:{port}-:19200",
+        "user,id=net0,hostfwd=tcp:127.0.0.1:0-:19200"  # qemu binds a free port,
         "-device",
         "virtio-net-pci,netdev=net0",
     ]
     started = time.monotonic()
     with (tmp_path / "qemu.log").open("wb") as qemu_log:
         proc = subprocess.Popen(command, stdout=qemu_log, stderr=subprocess.STDOUT)
+    port = port_of(proc)
     first_answer: float | None = None
     status: int | None = None
     llama_cannot_run = False

@@ -54,7 +54,7 @@ def test_apply_dumps_the_graph_before_writing_and_the_dump_restores(
     assert started.returncode == 0, started.stderr
     try:
         password = settings.neo4j_password_path.read_text().strip()
-        with GraphDatabase.driver(settings.neo4j_uri, auth=("neo4j", password)) as driver:
+        with GraphDatabase.driver(settings.neo4j_address(), auth=("neo4j", password)) as driver:
             driver.execute_query("CREATE (:Memory {text: $text})", text="written before 1.0.0")
         before = instance.running_pid()
 
@@ -71,7 +71,7 @@ def test_apply_dumps_the_graph_before_writing_and_the_dump_restores(
         assert '"before": "1.0.0"' in (dump.parent / "neo4j.dump.json").read_text()
         after = instance.running_pid()
         assert after is not None and after != before, "Neo4j was stopped for the dump, then started"
-        assert memories(settings.neo4j_uri, password) == ["written before 1.0.0"]
+        assert memories(settings.neo4j_address(), password) == ["written before 1.0.0"]
     finally:
         subprocess.run(
             maxy("neo4j", "stop"), env=device.env, capture_output=True, timeout=120, check=False
@@ -106,7 +106,7 @@ def test_apply_dumps_the_graph_before_writing_and_the_dump_restores(
     )
     assert loaded.returncode == 0, loaded.stderr[-2000:]
     with running(fresh):
-        uri = restore_env["MAXY_NEO4J_URI"]
+        uri = fresh.uri()
         assert memories(uri, fresh.password_file.read_text().strip()) == ["written before 1.0.0"]
 
 

@@ -27,7 +27,7 @@ from tests.ota.cards import (
     trust,
 )
 from tests.ota.conftest import stack_settings
-from tests.support.processes import free_port, runtime_dir
+from tests.support.processes import held_port, runtime_dir
 from tests.support.stacks import Stack
 
 pytestmark = pytest.mark.timeout(300)
@@ -36,7 +36,7 @@ pytestmark = pytest.mark.timeout(300)
 def nothing_running() -> dict[str, str]:
     """Settings under which no part of Maxy answers."""
     return {
-        "MAXY_PORT": str(free_port()),
+        "MAXY_PORT": str(held_port()),
         "MAXY_HOST": "127.0.0.1",
         "MAXY_RUNTIME_DIR": str(runtime_dir("maxy-none-")),
         "MAXY_ACCOUNT_ID": "00000000-0000-4000-8000-000000000000",

@@ -2,6 +2,11 @@
 
 Runtime folders (Unix socket paths must stay short, so they live in /tmp rather than under
 pytest's tmp_path) come from :func:`runtime_dir` and are removed at the end of each test module.
+
+Children bind their own ports, with no window between choosing a port and binding it: a
+Granian role gets a port the test holds (:func:`held_port`, kept until the module ends), and a
+server that cannot bind beside a hold (Neo4j, llama.cpp's server, qemu) is told port 0 and
+asked which one it got (:func:`port_of`).
 """
 
 from __future__ import annotations
@@ -17,15 +22,18 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
 
 from appliance.core.config import Settings, load_settings
+from appliance.core.ports import hold_port, listening_ports
 from appliance.core.proc import stop_group
 from appliance.graphdb.instance import Neo4jInstance
 
 _RUNTIME_DIRS: list[Path] = []
+_HELD_PORTS: list[socket.socket] = []
 
 
 def runtime_dir(prefix: str = "maxy-run-") -> Path:
@@ -50,17 +58,40 @@ def real_claude() -> str | None:
     return shutil.which("claude") or (str(cached) if os.access(cached, os.X_OK) else None)
 
 
-def free_port() -> int:
-    """A TCP port nobody listens on right now."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
+def held_port() -> int:
+    """A port of the kernel's choice that nobody else can take until the test module ends.
+
+    The hold binds without listening and with ``SO_REUSEPORT``, so a Granian role (which sets
+    it too) binds the same port beside it.
+    """
+    hold = hold_port()
+    _HELD_PORTS.append(hold)
+    return int(hold.getsockname()[1])
+
+
+def release_ports() -> None:
+    """Close every :func:`held_port` hold (conftest calls it after each module)."""
+    while _HELD_PORTS:
+        _HELD_PORTS.pop().close()
+
+
+def port_of(proc: subprocess.Popen[Any], timeout: float = 60.0) -> int:
+    """The port a server started with port 0 listens on, once it does."""
+    found: set[int] = set()
+
+    def listening() -> bool:
+        assert proc.poll() is None, f"{proc.args!r} exited with {proc.returncode}"
+        found.update(listening_ports(proc.pid))
+        return bool(found)
+
+    wait_until(listening, timeout, f"a listening port of {proc.args!r}", 0.1)
+    return min(found)
 
 
 def private_neo4j(heap: str = "384m", pagecache: str = "64m") -> dict[str, str]:
-    """Settings for a Neo4j of a child's own on a free port, with a test-sized memory."""
+    """Settings for a Neo4j of a child's own (port 0: it binds one), with a test-sized memory."""
     return {
-        "MAXY_NEO4J_URI": f"bolt://127.0.0.1:{free_port()}",
+        "MAXY_NEO4J_URI": "bolt://127.0.0.1:0",
         "MAXY_NEO4J_HEAP": heap,
         "MAXY_NEO4J_PAGECACHE": pagecache,
     }

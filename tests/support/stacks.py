@@ -32,7 +32,7 @@ from tests.support.processes import (
     Neo4jServer,
     Process,
     base_environ,
-    free_port,
+    held_port,
     maxy,
     runtime_dir,
     wait_until,
@@ -52,7 +52,7 @@ def account_env(data: Path, runtime: Path, account_id: str, **extra: str) -> dic
         MAXY_RUNTIME_DIR=str(runtime),
         MAXY_ACCOUNT_ID=account_id,
         MAXY_HOST="127.0.0.1",
-        MAXY_PORT=str(free_port()),
+        MAXY_PORT=str(held_port()),
         **extra,
     )
     return env
@@ -264,7 +264,7 @@ def sessions_env(root: Path) -> Env:
     """Settings shared by the app, the edge and the manager (which runs the double)."""
     runtime = runtime_dir("maxy-run-")
     account = create_account(root / "data" / "accounts", "Test Owner")
-    extra = {"MAXY_HOST": "127.0.0.1", "MAXY_PORT": str(free_port())}
+    extra = {"MAXY_HOST": "127.0.0.1", "MAXY_PORT": str(held_port())}
     return Env(manager_env(root / "data", runtime, account.id, extra, {}), account.id)
 
 
