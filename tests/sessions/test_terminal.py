@@ -12,6 +12,7 @@ from websockets.asyncio.client import ClientConnection, unix_connect
 from websockets.exceptions import ConnectionClosed
 
 from tests.sessions.conftest import Manager, ended
+from tests.support.processes import wait_until_async
 
 pytestmark = pytest.mark.anyio
 
@@ -109,9 +110,14 @@ async def test_the_pty_follows_the_active_viewers_size(manager: Manager) -> None
     await b.send(type="input", data="!size\r")
     await b.read_until(b"size 50x150")
     await b.ws.close()
-    await asyncio.sleep(0.2)
-    await a.send(type="input", data="!size\r")
-    await a.read_until(b"size 30x100", count=2)  # a is the active viewer again
+
+    async def a_is_active_again() -> bool:  # once the manager has seen b go
+        sizes = a.output.count(b"size ")
+        await a.send(type="input", data="!size\r")
+        await a.read_until(b"size ", count=sizes + 1)
+        return a.output.rsplit(b"size ", 1)[1].startswith(b"30x100")
+
+    await wait_until_async(a_is_active_again, 10, "the PTY to take a's size again", 0)
     await a.ws.close()
 
 
