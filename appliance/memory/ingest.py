@@ -41,7 +41,13 @@ from appliance.core.identity import Caller
 from appliance.memory.chunking import chunk, content_hash, sectionise, summary
 from appliance.memory.errors import EngineError, ModelLoadFailed, ModelMissing, rejected
 from appliance.memory.graph import Graph
-from appliance.memory.write import EmbedText, WriteRequest, embedding_text, validate
+from appliance.memory.write import (
+    EmbedTexts,
+    WriteRequest,
+    embed_together,
+    embedding_text,
+    validate,
+)
 
 log = logging.getLogger(__name__)
 
@@ -227,7 +233,7 @@ _SET_COMMON = (
 class Ingester:
     """Ingests documents for one embedding model."""
 
-    def __init__(self, graph: Graph, embed: EmbedText, model_name: str) -> None:
+    def __init__(self, graph: Graph, embed: EmbedTexts, model_name: str) -> None:
         self.graph = graph
         self.embed = embed
         self.model_name = model_name
@@ -319,26 +325,20 @@ class Ingester:
     async def _embed(
         self, nodes: _Plan, stored: dict[str, dict[str, Any]]
     ) -> tuple[int, int, int, str | None]:
-        """Embed every node whose text or model changed; return embedded, reused, failed."""
-        embedded = reused = failed = 0
-        error: str | None = None
-        broken = False
+        """Embed every node whose text or model changed, all in one call; return embedded,
+        reused, failed and the first error."""
+        changed = []
         for node in nodes.nodes:
-            if self._current(stored.get(node.id), node):
-                node.keep = True
-                reused += 1
-                continue
-            if broken:
-                failed += 1
-                continue
-            try:
-                node.embedding = await self.embed(node.text)
-                embedded += 1
-            except EngineError as err:
-                failed += 1
-                error = error or f"{type(err).__name__}: {err}"
-                broken = isinstance(err, _MODEL_BROKEN)
-        return embedded, reused, failed, error
+            node.keep = self._current(stored.get(node.id), node)
+            if not node.keep:
+                changed.append(node)
+        vectors = await embed_together(self.embed, [n.text for n in changed], _MODEL_BROKEN)
+        errors = [v for v in vectors if isinstance(v, EngineError)]
+        for node, vector in zip(changed, vectors, strict=True):
+            node.embedding = None if isinstance(vector, EngineError) else vector
+        error = f"{type(errors[0]).__name__}: {errors[0]}" if errors else None
+        embedded = len(changed) - len(errors)
+        return embedded, len(nodes.nodes) - len(changed), len(errors), error
 
     async def _write_document(self, node: _Node, params: dict[str, Any]) -> None:
         rows, _ = await self.graph.run(

@@ -14,9 +14,9 @@
   other node).
   Fresh nodes are not embedded. A node with no text to embed is left as it is.
 - The nodes to visit are counted first (one query), then read ``batch_size`` at a time per label
-  (keyset on ``id``); a batch's embeddings are written with one ``UNWIND``, and node by node if
-  that statement fails.
-- A node whose embed raises :class:`EmbedError`, or whose own write fails, is skipped with
+  (keyset on ``id``); a batch's stale nodes are embedded in one call (packed by the embedder) and
+  written with one ``UNWIND``; node by node if that call or that statement fails.
+- A node whose embed raises an ``EmbedError``, or whose own write fails, is skipped with
   ``[reindex] op=skip-error`` and the run goes on. An unreachable graph ends the run (raises).
 - ``progress(done, total, skipped)`` (sync or async) is called once before the first batch and
   after every batch; ``done`` counts visited nodes, never decreases and ends equal to ``total``.
@@ -39,12 +39,12 @@ from typing import Any
 from appliance.core.identity import Caller
 from appliance.memory.chunking import MAX_CHARS, content_hash, summary
 from appliance.memory.conversations import ROLES
-from appliance.memory.errors import EmbedError, GraphError, GraphQueryFailed, WriteRejected
+from appliance.memory.errors import GraphError, GraphQueryFailed, WriteRejected
 from appliance.memory.graph import Graph
 from appliance.memory.guards import guard
 from appliance.memory.ingest import node_embedding_text
 from appliance.memory.search import Searcher
-from appliance.memory.write import RESERVED, EmbedText, embedding_text
+from appliance.memory.write import RESERVED, EmbedTexts, embed_together, embedding_text
 
 log = logging.getLogger(__name__)
 
@@ -110,7 +110,7 @@ class _Run:
         self,
         graph: Graph,
         caller: Caller,
-        embed: EmbedText,
+        embed: EmbedTexts,
         model_name: str,
         batch_size: int,
         progress: Progress | None,
@@ -187,12 +187,12 @@ class _Run:
             log.info("[reindex] op=stale label=%s n=%d", label, len(pending))
             return
         ready: list[_Pending] = []
-        for node in pending:
-            try:
-                node.embedding = await self.embed(node.text)
-            except EmbedError as err:
-                self.skip(label, node.node_id, err)
+        vectors = await embed_together(self.embed, [n.text for n in pending], fatal=())
+        for node, vector in zip(pending, vectors, strict=True):
+            if isinstance(vector, Exception):
+                self.skip(label, node.node_id, vector)
                 continue
+            node.embedding = vector
             ready.append(node)
         written = await self.write(label, ready)
         self.embedded += written
@@ -244,7 +244,7 @@ class _Run:
 async def reindex(
     graph: Graph,
     caller: Caller,
-    embed: EmbedText,
+    embed: EmbedTexts,
     model_name: str,
     *,
     labels: Sequence[str] | None = None,

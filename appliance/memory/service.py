@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import signal
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
@@ -111,7 +112,7 @@ class Engine:
         self.schema_error: str | None = None
         self.searcher = Searcher(self.graph, self.embed_one, expander)
         self.writer = Writer(self.graph, self.embed_one, embedder.model_name)
-        self.ingester = Ingester(self.graph, self.embed_one, embedder.model_name)
+        self.ingester = Ingester(self.graph, self.embed_bulk, embedder.model_name)
 
     @property
     def handlers(self) -> dict[str, Handler]:
@@ -147,6 +148,13 @@ class Engine:
         loop = asyncio.get_running_loop()
         vector = await loop.run_in_executor(self._embed_thread, self.embedder.embed, text)
         return [float(x) for x in vector]
+
+    async def embed_bulk(self, texts: Sequence[str]) -> list[list[float]]:
+        """Embed many texts (an ingest, a reindex) packed together, on the bulk thread: a query's
+        single embed never waits behind them."""
+        loop = asyncio.get_running_loop()
+        vectors = await loop.run_in_executor(self._bulk_thread, self.embedder.embed_many, texts)
+        return [[float(x) for x in vector] for vector in vectors]
 
     def caller(self, request: api.Called) -> Caller:
         """The request's caller; it must belong to this engine's account."""
@@ -376,7 +384,7 @@ class Engine:
         result = await reindexing.reindex(
             self.graph,
             self.caller(call),
-            self.embed_one,
+            self.embed_bulk,
             self.embedder.model_name,
             labels=call.labels,
             progress=progress,

@@ -32,6 +32,36 @@ from appliance.memory.schema import read_statements
 log = logging.getLogger(__name__)
 
 EmbedText = Callable[[str], Awaitable[list[float]]]
+EmbedTexts = Callable[[Sequence[str]], Awaitable[list[list[float]]]]
+
+
+async def embed_together(
+    embed: EmbedTexts, texts: Sequence[str], fatal: tuple[type[Exception], ...]
+) -> list[list[float] | EngineError]:
+    """Embed ``texts`` in one call (the embedder packs them into batches); per text, its vector
+    or the error that left it without one.
+
+    If the call fails, each text is tried alone, so a text that breaks the model costs only its
+    own vector; an error in ``fatal`` (the model itself is broken) is not retried and fails the
+    rest.
+    """
+    if not texts:
+        return []
+    try:
+        return list(await embed(texts))
+    except EngineError as err:
+        if isinstance(err, fatal) or len(texts) == 1:
+            return [err] * len(texts)
+    out: list[list[float] | EngineError] = []
+    for text in texts:
+        try:
+            out.append((await embed([text]))[0])
+        except EngineError as err:
+            if isinstance(err, fatal):
+                return out + [err] * (len(texts) - len(out))
+            out.append(err)
+    return out
+
 
 PROVENANCE_LABELS = frozenset(
     {"Person", "UserProfile", "Organization", "LocalBusiness", "Place", "ContactPoint"}

@@ -357,6 +357,12 @@ async def run(
             assert embedder is not None
             return [float(x) for x in embedder.embed(text)]
 
+        async def embed_texts(texts: Sequence[str]) -> list[list[float]]:
+            if embedder is None:
+                await _no_model("")
+            assert embedder is not None
+            return [[float(x) for x in vector] for vector in embedder.embed_many(texts)]
+
         if embedder is None:
             embed = _no_model
             # One embed-failed warning per document is the point of this mode, not news.
@@ -374,7 +380,7 @@ async def run(
             caller = Caller(account_id=f"bench-{uuid.uuid4()}")  # scopes=None: the admin agent
             started = time.monotonic()
             done, refused, nodes = await ingest(
-                Ingester(graph, embed, model_name), caller, collection.corpus
+                Ingester(graph, embed_texts, model_name), caller, collection.corpus
             )
             ingest_s, reused = time.monotonic() - started, False
             saved = {

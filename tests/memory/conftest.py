@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 
 import pytest
@@ -13,7 +13,7 @@ from appliance.memory.embedder import Embedder
 from appliance.memory.graph import Graph
 from appliance.memory.schema import apply_schema
 from appliance.memory.search import Searcher
-from appliance.memory.write import Writer
+from appliance.memory.write import EmbedText, EmbedTexts, Writer
 from tests.support.processes import Neo4jServer
 
 
@@ -26,11 +26,21 @@ class Memory:
     searcher: Searcher
     caller: Caller
     embeds: list[str]
+    embed_texts: EmbedTexts  # the batched path ingest and reindex take (Embedder.embed_many)
 
     def other(self, **changes: object) -> Caller:
         """A caller of this account with other scopes/agent/session."""
         fields = {"account_id": self.caller.account_id, **changes}
         return Caller(**fields)  # type: ignore[arg-type]
+
+
+def together(embed: EmbedText) -> EmbedTexts:
+    """A list-at-a-time embed made of a one-text fake: one failing text fails the whole call."""
+
+    async def embed_texts(texts: Sequence[str]) -> list[list[float]]:
+        return [await embed(text) for text in texts]
+
+    return embed_texts
 
 
 @pytest.fixture
@@ -43,6 +53,10 @@ async def memory(neo4j_server: Neo4jServer, embedder: Embedder) -> AsyncIterator
         embeds.append(text)
         return [float(x) for x in embedder.embed(text)]
 
+    async def embed_texts(texts: Sequence[str]) -> list[list[float]]:
+        embeds.extend(texts)
+        return [[float(x) for x in vector] for vector in embedder.embed_many(texts)]
+
     caller = Caller(account_id=f"test-{uuid.uuid4()}")
     yield Memory(
         graph,
@@ -50,6 +64,7 @@ async def memory(neo4j_server: Neo4jServer, embedder: Embedder) -> AsyncIterator
         Searcher(graph, embed),
         caller,
         embeds,
+        embed_texts,
     )
     await graph.run(
         "MATCH (n) WHERE n.accountId STARTS WITH $a DETACH DELETE n", {"a": caller.account_id}

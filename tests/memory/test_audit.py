@@ -249,7 +249,7 @@ async def test_an_audited_task_is_fresh_for_reindex(memory: Memory) -> None:
     done = await reindex(
         memory.graph,
         memory.caller,
-        memory.writer.embed,
+        memory.embed_texts,
         memory.writer.model_name,
         labels=["Task"],
         dry_run=True,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from typing import Any
 
 import pytest
@@ -10,11 +11,11 @@ import pytest
 from appliance.core.identity import Caller
 from appliance.memory import ingest as ingest_module
 from appliance.memory.chunking import chunk, sectionise
-from appliance.memory.errors import ModelLoadFailed, WriteRejected
+from appliance.memory.errors import EmbedError, ModelLoadFailed, WriteRejected
 from appliance.memory.ingest import MAX_TEXT_CHARS, Ingester, IngestRequest
 from appliance.memory.lifecycle import soft_delete
 from appliance.memory.search import SearchRequest
-from tests.memory.conftest import Memory
+from tests.memory.conftest import Memory, together
 
 pytestmark = pytest.mark.anyio
 
@@ -42,7 +43,8 @@ def document(opening: str = OPENING, key: str = KEY, compost: bool = True) -> st
 
 
 def ingester(memory: Memory, embed: Any = None) -> Ingester:
-    return Ingester(memory.graph, embed or memory.writer.embed, memory.writer.model_name)
+    embed_texts = together(embed) if embed else memory.embed_texts
+    return Ingester(memory.graph, embed_texts, memory.writer.model_name)
 
 
 async def ingest(memory: Memory, text: str | None = None, **kw: Any) -> dict[str, Any]:
@@ -333,3 +335,37 @@ async def test_a_title_alone_is_a_document(memory: Memory, text: str) -> None:
         memory.caller, SearchRequest("swept wing", keyword_weight=1.0, vector_weight=0.0)
     )
     assert {c.props.get("attachmentId") for c in found.results} == {"att-title"}
+
+
+async def test_a_documents_changed_nodes_are_embedded_in_one_call(memory: Memory) -> None:
+    calls: list[list[str]] = []
+
+    async def embed_texts(texts: Sequence[str]) -> list[list[float]]:
+        calls.append(list(texts))
+        return await memory.embed_texts(texts)
+
+    packed = Ingester(memory.graph, embed_texts, memory.writer.model_name)
+    done = await packed.ingest(memory.caller, IngestRequest(TITLE, document(), "att-1"))
+    assert [len(call) for call in calls] == [1 + done["sections"] + done["chunks"]]
+    calls.clear()
+    edited = await packed.ingest(
+        memory.caller, IngestRequest(TITLE, document(key="The key is with Jo."), "att-1")
+    )
+    assert len(calls) == 1 and len(calls[0]) == edited["embedded"] > 0
+    assert edited["reused"] > 0  # the untouched sections and chunks are not embedded again
+
+
+async def test_a_text_that_fails_alone_costs_only_its_own_vector(memory: Memory) -> None:
+    async def picky(text: str) -> list[float]:
+        if "zanzibar" in text:
+            raise EmbedError("this text upsets the model")
+        return (await memory.embed_texts([text]))[0]
+
+    done = await ingester(memory, picky).ingest(
+        memory.caller, IngestRequest(TITLE, document(), "att-1")
+    )
+    every = 1 + done["sections"] + done["chunks"]
+    assert (done["embedded"], done["warnings"]) == (every - 1, ["embed-failed"])
+    nodes = await hierarchy(memory, done["documentId"])
+    missing = [n["props"] for n in nodes if "embedding" not in n["props"]]
+    assert len(missing) == 1 and KEY in str(missing[0])  # the chunk that holds the key

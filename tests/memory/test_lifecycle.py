@@ -31,7 +31,7 @@ NODES = 1 + 3 + 3  # document, three sections, one chunk each
 
 
 async def ingest(memory: Memory, attachment: str = "att-house") -> str:
-    done = await Ingester(memory.graph, memory.writer.embed, memory.writer.model_name).ingest(
+    done = await Ingester(memory.graph, memory.embed_texts, memory.writer.model_name).ingest(
         memory.caller, IngestRequest("House notes", TEXT, attachment)
     )
     assert (done["sections"], done["chunks"]) == (3, 3)

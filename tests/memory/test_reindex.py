@@ -14,7 +14,7 @@ from appliance.memory.ingest import Ingester, IngestRequest
 from appliance.memory.reindex import reindex, reindex_text
 from appliance.memory.search import SearchRequest
 from appliance.memory.write import WriteRequest
-from tests.memory.conftest import Memory
+from tests.memory.conftest import Memory, together
 
 pytestmark = pytest.mark.anyio
 
@@ -39,8 +39,7 @@ async def stored(memory: Memory, label: str, node_id: str) -> dict[str, Any]:
 
 
 async def run(memory: Memory, **options: Any) -> dict[str, Any]:
-    embed = memory.writer.embed
-    return await reindex(memory.graph, memory.caller, embed, MODEL, **options)
+    return await reindex(memory.graph, memory.caller, memory.embed_texts, MODEL, **options)
 
 
 async def test_nodes_without_embeddings_get_them(
@@ -107,7 +106,7 @@ async def test_a_node_written_by_memory_write_with_several_fields_is_fresh(
 
 
 async def test_ingested_documents_are_fresh_until_their_text_changes(memory: Memory) -> None:
-    ingester = Ingester(memory.graph, memory.writer.embed, MODEL)
+    ingester = Ingester(memory.graph, memory.embed_texts, MODEL)
     text = "# Boiler\n\nServiced every May by Jo.\n\n## Parts\n\nThe pump was replaced in 2025."
     await ingester.ingest(memory.caller, IngestRequest("House notes", text, "att-1"))
     # A KnowledgeDocument written by memory-write follows memory-write's text rules.
@@ -166,7 +165,7 @@ async def test_a_poisoned_node_is_skipped_and_the_rest_embedded(
         return await real(text)
 
     with caplog.at_level(logging.INFO, logger="appliance.memory.reindex"):
-        done = await reindex(memory.graph, memory.caller, embed, MODEL, batch_size=2)
+        done = await reindex(memory.graph, memory.caller, together(embed), MODEL, batch_size=2)
     assert (done["processed"], done["embedded"], done["skipped"]) == (6, 5, 1)
     assert "[reindex] op=skip-error label=Task id=poison error=model made to fail" in caplog.text
     assert caplog.text.count("[reindex] op=embedded label=Task") == 3
@@ -190,7 +189,7 @@ async def test_a_failed_batch_write_falls_back_to_one_node_at_a_time(
         return [*vector[:-1], "x"] if "unstorable" in text else vector  # type: ignore[list-item]
 
     with caplog.at_level(logging.INFO, logger="appliance.memory.reindex"):
-        done = await reindex(memory.graph, memory.caller, embed, MODEL)
+        done = await reindex(memory.graph, memory.caller, together(embed), MODEL)
     assert (done["embedded"], done["skipped"]) == (3, 1)
     assert "[reindex] op=batch-write-failed label=Task n=4 fallback=per-node" in caplog.text
     assert "[reindex] op=skip-error label=Task id=odd" in caplog.text
@@ -206,7 +205,7 @@ async def test_deleted_other_account_and_hidden_nodes_are_untouched(memory: Memo
     await bare(memory, "Preference", "theirs", name="Theirs", accountId=other)
 
     public = memory.other(scopes=("public",))
-    done = await reindex(memory.graph, public, memory.writer.embed, MODEL)
+    done = await reindex(memory.graph, public, memory.embed_texts, MODEL)
     assert (done["total"], done["embedded"]) == (1, 1)
     assert memory.embeds == ["name: Mine"]
 

@@ -243,7 +243,7 @@ def test_keyword_rows_are_summed_per_document_and_other_nodes_kept() -> None:
 
 async def test_one_document_takes_one_keyword_place(memory: Memory) -> None:
     text = "Flutter of swept wings.\n\n## Tests\n\nWind tunnel flutter tests of swept wings."
-    await Ingester(memory.graph, memory.writer.embed, memory.writer.model_name).ingest(
+    await Ingester(memory.graph, memory.embed_texts, memory.writer.model_name).ingest(
         memory.caller, IngestRequest("Wing flutter", text, "att-flutter")
     )
     await memory.writer.write(

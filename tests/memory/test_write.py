@@ -86,7 +86,7 @@ async def test_a_failed_embed_never_aborts_the_write(
     # A later reindex, with the model working again, embeds it.
     from appliance.memory.reindex import reindex
 
-    result = await reindex(memory.graph, memory.caller, memory.writer.embed, MODEL)
+    result = await reindex(memory.graph, memory.caller, memory.embed_texts, MODEL)
     assert (result["embedded"], result["skipped"]) == (1, 0), result
     props = await node(memory, "Task", done["id"])
     assert len(props["embedding"]) == 384 and props["embeddingModel"] == MODEL
