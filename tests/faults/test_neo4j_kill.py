@@ -9,7 +9,7 @@ with an engine error code (never an ``internal`` bug, never a hang), the edge's 
 Neo4j was down during the outage, and the same engine process (not a restarted one) serves
 again. ``MAXY_FAULT_RUNS`` sets how many seeded runs each test makes (default 3 under `maxy run`
 and 1 under the unit, as each restart of Neo4j costs seconds; 20 for the full proof); each run
-prints one line of figures.
+prints one line of figures. ``MAXY_FAULT_CALLS`` (default 1,000) sets the calls of a run.
 """
 
 from __future__ import annotations
@@ -52,7 +52,7 @@ from tests.support.stacks import Stack, account_env, running_stack, supervised_s
 RUNS = int(os.environ.get("MAXY_FAULT_RUNS", "3"))
 UNIT_RUNS = int(os.environ.get("MAXY_FAULT_RUNS", "1"))  # the unit's variant: one by default
 CLIENTS = 10
-CALLS = 1000  # per run, across the clients
+CALLS = int(os.environ.get("MAXY_FAULT_CALLS", "1000"))  # per run, across the clients
 INGEST_EVERY = 10  # every tenth call of a client is an ingest
 # What a write may fail with while Neo4j is away: the graph is unavailable, or (while the
 # restarted server opens its database) it answers with a transient error.
