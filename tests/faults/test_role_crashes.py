@@ -46,6 +46,7 @@ def restarted(stack: Stack, role: str, old: int) -> bool:
     return pid is not None and pid != old
 
 
+@pytest.mark.timeout(600)
 def test_engine_killed_during_searches_answers_503_then_searches_again(device: Stack) -> None:
     for n in range(5):
         device.rpc("write", {"label": "Note", "properties": {"name": f"Boiler service {n}"}})
@@ -114,6 +115,7 @@ def rows(manager: Manager) -> dict[str, dict[str, Any]]:
     return {r["id"]: r for r in manager.request("GET", "/sessions").json()["rows"]}
 
 
+@pytest.mark.timeout(600)
 def test_manager_killed_under_a_running_turn_rebuilds_every_row(device: Stack) -> None:
     manager = manager_of(device)
     done = manager.spawn("hello [double title=Finished exit_after_turn=1]")
