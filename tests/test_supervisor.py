@@ -13,6 +13,8 @@ import pytest
 from appliance.core.accounts import create_account
 from tests.support.processes import (
     get_health,
+    health_status,
+    neo4j_pid,
     private_neo4j,
     runtime_dir,
     wait_until,
@@ -20,13 +22,6 @@ from tests.support.processes import (
 from tests.support.stacks import account_env
 
 pytestmark = pytest.mark.slow
-
-
-def neo4j_pid(home: Path) -> int | None:
-    try:
-        return int((home / "run" / "neo4j.pid").read_text().split()[0])
-    except (OSError, ValueError, IndexError):
-        return None
 
 
 def alive(pid: int) -> bool:
@@ -37,18 +32,13 @@ def alive(pid: int) -> bool:
     return True
 
 
-def status(port: int) -> int | None:
-    response = get_health(port)
-    return response.status_code if response is not None else None
-
-
 def test_killed_neo4j_is_reported_then_restarted(tmp_path: Path, start_maxy: Any) -> None:
     data = tmp_path / "data"
     account = create_account(data / "accounts", "Owner")
     env = account_env(data, runtime_dir("maxy-run-"), account.id, **private_neo4j())
     port = int(env["MAXY_PORT"])
     run = start_maxy(env, "run")
-    wait_until(lambda: status(port) == 200, 240, f"maxy run healthy\n{run.output()}", 0.5)
+    wait_until(lambda: health_status(port) == 200, 240, f"maxy run healthy\n{run.output()}", 0.5)
     body = get_health(port).json()  # type: ignore[union-attr]
     assert body["neo4j"]["ok"] and body["embedder"]["ok"]
     # The generated password is kept in the data directory, owner-only.
@@ -61,14 +51,14 @@ def test_killed_neo4j_is_reported_then_restarted(tmp_path: Path, start_maxy: Any
     os.kill(first, signal.SIGKILL)
 
     # The acceptance criterion: /healthz reports Neo4j unhealthy within 5 s of the kill.
-    wait_until(lambda: status(port) == 503, 5, "healthz 503 after killing Neo4j", 0.1)
+    wait_until(lambda: health_status(port) == 503, 5, "healthz 503 after killing Neo4j", 0.1)
     body = get_health(port).json()  # type: ignore[union-attr]
     assert body["status"] == "unhealthy"
     assert body["neo4j"]["ok"] is False
     assert body["embedder"]["ok"] is True
 
     # The supervisor restarts it and health recovers.
-    wait_until(lambda: status(port) == 200, 240, f"recovery\n{run.output()}", 0.5)
+    wait_until(lambda: health_status(port) == 200, 240, f"recovery\n{run.output()}", 0.5)
     second = neo4j_pid(home)
     assert second is not None and second != first and alive(second)
     assert "op=exited child=neo4j" in run.output()
@@ -76,4 +66,4 @@ def test_killed_neo4j_is_reported_then_restarted(tmp_path: Path, start_maxy: Any
     # Stopping `maxy run` stops everything it started.
     assert run.stop() == 0
     wait_until(lambda: not alive(second), 30, "Neo4j to stop with the supervisor")
-    assert status(port) is None
+    assert health_status(port) is None

@@ -9,7 +9,6 @@ from pathlib import Path
 from typing import Any
 
 from appliance.rpc.protocol import (
-    ProtocolError,
     RemoteError,
     RpcUnavailable,
     encode_frame,
@@ -67,7 +66,11 @@ class RpcClient:
         finally:
             writer.close()
         if reply is None:
-            raise ProtocolError("the engine closed the connection without answering")
+            # The engine went away mid-call (a crash, a restart): unavailable, not a bad answer,
+            # so the caller says "try again" (503) rather than "broken" (502).
+            raise RpcUnavailable(
+                f"the engine closed the connection during {method} without answering"
+            )
         if "error" in reply:
             error = reply["error"] or {}
             raise RemoteError(str(error.get("code")), str(error.get("message")))

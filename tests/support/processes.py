@@ -184,3 +184,17 @@ def get_health(port: int) -> httpx.Response | None:
         return httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=6.0)
     except httpx.TransportError:
         return None
+
+
+def health_status(port: int) -> int | None:
+    """The status of GET /healthz on the edge at ``port``, or None if nothing answers."""
+    response = get_health(port)
+    return response.status_code if response is not None else None
+
+
+def neo4j_pid(home: Path) -> int | None:
+    """The pid of the Java server its launcher or supervisor recorded in a Neo4j home."""
+    try:
+        return int((home / "run" / "neo4j.pid").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return None

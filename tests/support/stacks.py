@@ -2,7 +2,8 @@
 
 ``running_stack(env, logs, *roles)`` starts roles (engine first) and waits until each answers;
 ``make_env`` (with the session Neo4j), ``sessions_env`` (the app beside a manager running the
-`claude` double, no Neo4j) and ``account_env`` (any other mix) make their settings. A
+`claude` double, no Neo4j) and ``account_env`` (any other mix) make their settings;
+``supervised_stack`` runs everything under `maxy run` with a Neo4j of its own. A
 module-scoped stack keeps page tests quick: the engine loads its model once per module. Requests
 go to the app's Unix socket (httpx, or :func:`raw_request` byte for byte), or to the edge's TCP
 port.
@@ -12,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import socket
 import sys
 from collections.abc import Iterator
@@ -32,8 +34,10 @@ from tests.support.processes import (
     Neo4jServer,
     Process,
     base_environ,
+    health_status,
     held_port,
     maxy,
+    private_neo4j,
     runtime_dir,
     wait_until,
 )
@@ -198,6 +202,11 @@ class Stack:
     def output(self) -> str:
         return "\n".join(f"--- {r}\n{p.output()}" for r, p in self.processes.items())
 
+    def supervised_pid(self, role: str) -> int | None:
+        """The pid `maxy run` last started ``role`` with (from its log), if it did."""
+        starts = re.findall(rf"op=start child={role} pid=(\d+)", self.processes["run"].output())
+        return int(starts[-1]) if starts else None
+
     def rpc(self, method: str, params: dict[str, Any] | None = None) -> Any:
         """Call the engine as the account's admin."""
         caller = Caller(account_id=self.env.account_id).to_wire()
@@ -289,3 +298,22 @@ def sessions_stack(root: Path, *roles: str, **variables: str) -> Iterator[Stack]
     with running_stack(env, root / "logs", *roles) as running:
         start_manager(running)
         yield running
+
+
+@contextmanager
+def supervised_stack(root: Path, **variables: str) -> Iterator[Stack]:
+    """`maxy run` for a fresh account: its own Neo4j and every role under the development
+    supervisor, waited for until the edge's /healthz answers 200; stopped at the end."""
+    data = root / "data"
+    account = create_account(data / "accounts", "Test Owner")
+    env = account_env(data, runtime_dir("maxy-run-"), account.id, **private_neo4j(), **variables)
+    logs = root / "logs"
+    logs.mkdir(parents=True, exist_ok=True)
+    stack = Stack(Env(env, account.id), logs)
+    run = stack.processes["run"] = Process(maxy("run"), env, logs / "run.log")
+    port = stack.env.settings.port
+    try:
+        wait_until(lambda: health_status(port) == 200, 300, f"maxy run\n{run.output()}", 0.25)
+        yield stack
+    finally:
+        run.stop()
