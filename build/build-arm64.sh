@@ -94,6 +94,8 @@ if [ ! -f "$buildroot/.maxy-ready" ]; then
   mv "$buildroot.partial" "$buildroot"
   say "op=root-ready seconds=$(( $(date +%s) - step )) path=$buildroot"
 fi
+# $cache/root: the current root, for running the binary on x86-64 (QEMU_LD_PREFIX=$cache/root).
+ln -sfn "$(basename "$buildroot")" "$cache/root"
 
 # 3. The cross-compiled llama-cpp-python wheel.
 wheels=$(MAXY_WHEEL_ARCH=aarch64 MAXY_CACHE_DIR=$cache PYTHON=$python "$root/build/llama-wheel.sh")

@@ -7,6 +7,7 @@ and runs through binfmt_misc and qemu-user-static, as the card's programs would 
 from __future__ import annotations
 
 import json
+import os
 import platform
 import subprocess
 from pathlib import Path
@@ -18,9 +19,11 @@ from appliance.memory.embedder import Embedder
 from tests.binary.conftest import arm64_binary
 from tests.support.processes import REPO, base_environ
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(3600)]  # a cold arm64 build: ~45 min
 
 FIXTURE = REPO / "tests" / "fixtures" / "minilm-reference.json"
+CACHE = Path(os.environ.get("MAXY_CACHE_DIR", "~/.cache/maxy")).expanduser()
+ARM64_ROOT = CACHE / "arm64" / "root"  # made by build/build-arm64.sh
 
 
 @pytest.fixture(scope="module")
@@ -33,10 +36,17 @@ def binary(request: pytest.FixtureRequest) -> Path:
 
 
 def run_arm64(binary: Path, *args: str, env: dict[str, str] | None = None) -> str:
-    """Run the arm64 binary (through binfmt_misc on x86-64) and return its standard output."""
+    """Run the arm64 binary (through binfmt_misc on x86-64) and return its standard output.
+
+    On x86-64 qemu-user finds the arm64 loader and libraries in the build root, the card's own
+    Debian userland (QEMU_LD_PREFIX).
+    """
+    env = dict(env or base_environ())
+    if platform.machine() != "aarch64":
+        env["QEMU_LD_PREFIX"] = str(ARM64_ROOT)
     done = subprocess.run(
         [str(binary), *args],
-        env=env or base_environ(),
+        env=env,
         capture_output=True,
         text=True,
         timeout=600,
