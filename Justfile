@@ -83,9 +83,9 @@ lock: (bootstrap "run")
 build: bootstrap
     {{root}}/build/build.sh
 
-# Build dist/maxy for arm64 (Raspberry Pi) in an arm64 Debian container, or natively on arm64.
-build-arm64: bootstrap
-    {{root}}/build/build-arm64.sh
+# Build dist/arm64/maxy (Raspberry Pi): natively on arm64; on x86-64 (root) cross + qemu-user chroot.
+build-arm64 *args: bootstrap
+    {{root}}/build/build-arm64.sh {{args}}
 
 # Card image + signed update bundle into dist/image/: `just image` (x86-64), `just image ARCH=arm64`.
 image *args: bootstrap

@@ -205,6 +205,19 @@ def cmd_version(settings: Settings, args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_embed(settings: Settings, args: argparse.Namespace) -> int:
+    """Print one text's embedding by the configured model (checks a build's llama.cpp)."""
+    from appliance.memory.embedder import Embedder
+
+    embedder = Embedder(settings.embed_model_path, max_chars=settings.embed_max_chars, threads=1)
+    try:
+        vector = embedder.embed(args.text)
+    finally:
+        embedder.close()
+    print(json.dumps({"model": embedder.model_name, "vector": [float(x) for x in vector]}))
+    return 0
+
+
 def cmd_account(settings: Settings, args: argparse.Namespace) -> int:
     """Create or list accounts."""
     if args.account_command == "create":
@@ -296,6 +309,9 @@ def build_parser() -> argparse.ArgumentParser:
     version = sub.add_parser("version", help="print version metadata")
     version.add_argument("--json", action="store_true")
     version.set_defaults(func=cmd_version)
+    embed = sub.add_parser("embed", help="print one text's embedding as JSON (checks llama.cpp)")
+    embed.add_argument("text")
+    embed.set_defaults(func=cmd_embed)
 
     account = sub.add_parser("account", help="create or list accounts")
     account_sub = account.add_subparsers(dest="account_command", required=True)

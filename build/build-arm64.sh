@@ -1,74 +1,127 @@
 #!/usr/bin/env bash
-# Build the arm64 (Raspberry Pi 4/5, 64-bit) `maxy` into dist/arm64/maxy. NOT exercised by CI.
+# Build the arm64 (Raspberry Pi 4/5, 64-bit) `maxy` into dist/arm64/maxy (--onedir: maxy-onedir/).
 #
-#   build/build-arm64.sh              (called by `just build-arm64`)
+#   build/build-arm64.sh [--onedir]      (called by `just build-arm64`)
 #
-# PyInstaller cannot cross-compile: the build must run on arm64, against the glibc of the image's
-# Raspberry Pi OS release (bookworm: Debian 12, glibc 2.36, Python 3.11). In order of preference:
+# PyInstaller cannot cross-compile: it freezes the interpreter it runs in and reads the libraries
+# that interpreter loads. On an aarch64 machine build/build.sh runs natively (its own cache,
+# $MAXY_CACHE_DIR/arm64, so x86-64 wheels never mix in). On x86-64 no arm64 host is needed, and
+# only PyInstaller itself runs emulated:
 #
-# 1. On an arm64 machine (`uname -m` = aarch64) running that Debian release: build/build.sh
-#    natively, with its own cache ($MAXY_CACHE_DIR/arm64) so x86-64 wheels never mix in.
-# 2. Elsewhere, in an arm64 Debian container (docker or podman, `--platform linux/arm64`),
-#    emulated by qemu-user-static through binfmt_misc (`apt-get install qemu-user-static
-#    binfmt-support`; docker needs `docker run --privileged --rm tonistiigi/binfmt --install arm64`
-#    once where binfmt is not registered by the package).
-# 3. MAXY_ARM64_CHROOT=/path/to/an/arm64/debian/root: the same steps in that chroot (make one with
-#    `debootstrap --arch=arm64 bookworm DIR` + qemu-user-static); needs root for chroot and mounts.
+# 1. Every locked dependency but llama-cpp-python (build/freeze.lock) is downloaded as a published
+#    aarch64 wheel on the host (pip download --platform, hashes checked), into a wheelhouse keyed
+#    by the lock.
+# 2. The image's cached arm64 Debian base (image/base.py: Debian 12, glibc 2.36, Python 3.11, the
+#    card's own userland) is unpacked once into a build root, plus the packages PyInstaller needs
+#    (CHROOT_PACKAGES), installed under qemu-user-static; the root is keyed by the base and that
+#    list.
+# 3. llama-cpp-python, the one compiled dependency, is cross-compiled natively for armv8-a with
+#    Debian's aarch64 cross toolchain (build/llama-wheel.sh, MAXY_WHEEL_ARCH=aarch64; ~10 min once,
+#    cached in $MAXY_CACHE_DIR/arm64/wheels/armv8-a).
+# 4. build/build.sh runs in that root through binfmt_misc (registered as image/base.py does),
+#    installing from the wheelhouse only (no index) into the arm64 build virtualenv; its stamp
+#    and PyInstaller's work directory are cached, so a second build only re-freezes.
 #
-# Under emulation compiling llama-cpp-python takes one to two hours the first time; the wheel
-# (build/llama-wheel.sh: armv8-a, so a Pi 5's build also runs on a Pi 4) is cached in
-# $MAXY_CACHE_DIR/arm64/wheels/armv8-a and later builds take a few minutes.
+# Needs root (chroot and bind mounts; the mounts live in a private mount namespace and vanish
+# with it), gcc-aarch64-linux-gnu, g++-aarch64-linux-gnu and qemu-user-static
+# (build/system-packages.txt).
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
-cache=${MAXY_CACHE_DIR:-$HOME/.cache/maxy}/arm64
-release=${MAXY_ARM64_DEBIAN:-bookworm}
+cache_root=${MAXY_CACHE_DIR:-$HOME/.cache/maxy}
+cache=$cache_root/arm64
+mode_args=("$@")
 mkdir -p "$cache" "$root/dist/arm64"
+# What the build root adds to the image's base: the build venv, libpython for PyInstaller's
+# bootloader, objdump/ldd for its dependency analysis, and llama.cpp's OpenMP runtime.
+CHROOT_PACKAGES="python3-venv libpython3.11 binutils libgomp1"
 
 say() { printf '[build-arm64] %s\n' "$*" >&2; }
 die() { printf '[build-arm64] FATAL %s\n' "$*" >&2; exit 1; }
+. "$root/build/python.sh"
 
 [ -f "$root/appliance/app/static/vendor/.vendor-stamp" ] ||
   die "the vendored browser libraries are missing: run \`just bootstrap\` first"
-
-# What runs on the arm64 side, with the repository at /src and the cache at /cache.
-inner='set -euo pipefail
-export DEBIAN_FRONTEND=noninteractive
-if ! command -v python3 >/dev/null || ! command -v g++ >/dev/null || ! command -v cmake >/dev/null \
-   || ! python3 -c "import venv, ensurepip" 2>/dev/null || ! python3 -m pip --version >/dev/null 2>&1 \
-   || ! command -v git >/dev/null; then
-  apt-get update -qq
-  apt-get install -y -qq python3 python3-venv python3-dev python3-pip build-essential cmake git binutils
-fi
-git config --global --add safe.directory /src
-MAXY_CACHE_DIR=/cache MAXY_DIST_DIR=/src/dist/arm64 MAXY_BUILD_OUT=/cache/out \
-  PYTHON=python3 /src/build/build.sh "$@"
-'
 
 if [ "$(uname -m)" = aarch64 ]; then
   say "op=native release=$(. /etc/os-release && echo "${VERSION_CODENAME:-unknown}")"
   MAXY_CACHE_DIR=$cache MAXY_DIST_DIR=$root/dist/arm64 MAXY_BUILD_OUT=$cache/out \
     exec "$root/build/build.sh" "$@"
 fi
+[ "$(uname -m)" = x86_64 ] || die "the arm64 build runs on aarch64 or x86_64, not $(uname -m)"
+[ "$(id -u)" = 0 ] || die "the arm64 build chroots into an arm64 Debian root: run it as root"
+started=$(date +%s)
 
-if [ -n "${MAXY_ARM64_CHROOT:-}" ]; then
-  chroot_dir=$MAXY_ARM64_CHROOT
-  [ -x "$chroot_dir/bin/sh" ] || die "$chroot_dir is not a Debian root (no /bin/sh)"
-  say "op=chroot root=$chroot_dir"
-  mkdir -p "$chroot_dir/src" "$chroot_dir/cache" "$chroot_dir/proc"
-  mount --bind "$root" "$chroot_dir/src"
-  mount --bind "$cache" "$chroot_dir/cache"
-  mount -t proc proc "$chroot_dir/proc"
-  trap 'umount "$chroot_dir/proc" "$chroot_dir/cache" "$chroot_dir/src"' EXIT
-  chroot "$chroot_dir" /bin/bash -c "$inner" bash "$@"
-  exit 0
+# 1. The other wheels, for CPython 3.11 on aarch64 glibc 2.36.
+lock_key=$(sha256sum "$root/build/freeze.lock" | cut -c1-16)
+wheelhouse=$cache/wheelhouse-$lock_key
+if [ ! -f "$wheelhouse/.complete" ]; then
+  say "op=download-wheels platform=aarch64 into=$wheelhouse"
+  rm -rf "$wheelhouse" && mkdir -p "$wheelhouse"
+  "$python" "$root/build/freeze_requirements.py" "$root/build/freeze.lock" > "$wheelhouse/requirements.txt"
+  platforms=()
+  for glibc in 2_36 2_35 2_34 2_31 2_28 2_27 2_26 2_24 2_17; do
+    platforms+=(--platform "manylinux_${glibc}_aarch64")
+  done
+  "$python" -m pip download --quiet --no-deps --only-binary :all: --require-hashes \
+    "${platforms[@]}" --platform manylinux2014_aarch64 --platform linux_aarch64 --python-version 3.11 \
+    -d "$wheelhouse" -r "$wheelhouse/requirements.txt"
+  touch "$wheelhouse/.complete"
 fi
 
-engine=$(command -v docker || command -v podman || true)
-[ -n "$engine" ] || die "no arm64 builder: run this on arm64, install docker or podman (with \
-qemu-user-static), or set MAXY_ARM64_CHROOT to an arm64 Debian root"
-say "op=container engine=$(basename "$engine") image=debian:$release platform=linux/arm64"
-"$engine" run --rm --platform linux/arm64 \
-  -v "$root:/src" -v "$cache:/cache" -w /src \
-  "debian:$release" /bin/bash -c "$inner" bash "$@"
-say "op=done path=$root/dist/arm64/maxy"
+# 2. The build root: the image's arm64 base plus CHROOT_PACKAGES.
+base=$("$root/.venv/bin/python" -m image.base --arch arm64 --cache-dir "$cache_root")
+root_key=$( (basename "$base"; echo "$CHROOT_PACKAGES") | sha256sum | cut -c1-16)
+buildroot=$cache/root-$root_key
+if [ ! -f "$buildroot/.maxy-ready" ]; then
+  say "op=make-root base=$(basename "$base") packages=\"$CHROOT_PACKAGES\""
+  step=$(date +%s)
+  rm -rf "$buildroot" "$buildroot.partial" && mkdir -p "$buildroot.partial"
+  zstd -q -dc "$base" | tar --numeric-owner -xf - -C "$buildroot.partial"
+  # The base's resolv.conf points at systemd-resolved, which does not run in a chroot.
+  rm -f "$buildroot.partial/etc/resolv.conf" && cp /etc/resolv.conf "$buildroot.partial/etc/"
+  unshare --mount --propagation private /bin/bash -euo pipefail -c '
+    r=$1; shift
+    mount -t proc proc "$r/proc"
+    mount --rbind /dev "$r/dev"
+    chroot "$r" /usr/bin/env DEBIAN_FRONTEND=noninteractive /bin/bash -euo pipefail -c "
+      apt-get update -qq
+      apt-get install -y -qq --no-install-recommends $* >/dev/null
+      apt-get clean
+      rm -rf /var/lib/apt/lists/*"
+  ' bash "$buildroot.partial" $CHROOT_PACKAGES
+  touch "$buildroot.partial/.maxy-ready"
+  mv "$buildroot.partial" "$buildroot"
+  say "op=root-ready seconds=$(( $(date +%s) - step )) path=$buildroot"
+fi
+# $cache/root: the current root, for running the binary on x86-64 (QEMU_LD_PREFIX=$cache/root).
+ln -sfn "$(basename "$buildroot")" "$cache/root"
+
+# 3. The cross-compiled llama-cpp-python wheel.
+wheels=$(MAXY_WHEEL_ARCH=aarch64 MAXY_CACHE_DIR=$cache PYTHON=$python "$root/build/llama-wheel.sh")
+
+# 4. build/build.sh in the root, emulated.
+if [ ! -f /proc/sys/fs/binfmt_misc/qemu-aarch64 ]; then
+  "$root/.venv/bin/python" -c 'from image.base import _ensure_binfmt; _ensure_binfmt("arm64")'
+fi
+revision=$(git -C "$root" rev-parse --short=12 HEAD 2>/dev/null || true)
+dirty=0
+[ -z "$(git -C "$root" status --porcelain --untracked-files=no 2>/dev/null)" ] || dirty=1
+epoch=${SOURCE_DATE_EPOCH:-$(git -C "$root" log -1 --format=%ct 2>/dev/null || date +%s)}
+say "op=freeze root=$buildroot revision=${revision:-unknown} dirty=$dirty"
+unshare --mount --propagation private /bin/bash -euo pipefail -c '
+  r=$1 src=$2 cache=$3; shift 3
+  mkdir -p "$r/src" "$r/cache"
+  mount -t proc proc "$r/proc"
+  mount --rbind /dev "$r/dev"
+  mount --bind "$src" "$r/src"
+  mount --bind "$cache" "$r/cache"
+  exec chroot "$r" /usr/bin/env -i PATH=/usr/local/bin:/usr/bin:/bin HOME=/root LC_ALL=C.UTF-8 \
+    "$@"
+' bash "$buildroot" "$root" "$cache" \
+  MAXY_CACHE_DIR=/cache MAXY_DIST_DIR=/src/dist/arm64 MAXY_BUILD_OUT=/cache/out PYTHON=python3 \
+  PIP_NO_INDEX=1 PIP_FIND_LINKS="/cache/$(basename "$wheelhouse")" PIP_DISABLE_PIP_VERSION_CHECK=1 \
+  MAXY_GIT_REVISION="$revision" MAXY_GIT_DIRTY=$dirty SOURCE_DATE_EPOCH="$epoch" \
+  /src/build/build.sh "${mode_args[@]}"
+[ -n "$wheels" ]
+say "op=done seconds=$(( $(date +%s) - started )) path=$root/dist/arm64"

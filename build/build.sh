@@ -5,7 +5,8 @@
 #   build/build.sh --onedir   the unpacked form, for start-up measurements and the image
 #
 # MAXY_DIST_DIR (default dist/) and MAXY_BUILD_OUT (default build/out/) move the output and the
-# work files (build/build-arm64.sh uses them to keep the arm64 build apart).
+# work files (build/build-arm64.sh uses them to keep the arm64 build apart); MAXY_GIT_REVISION and
+# MAXY_GIT_DIRTY (1 or 0) give the build metadata where git cannot see the checkout (a chroot).
 #
 # The build runs in its own virtualenv, $MAXY_CACHE_DIR/build-venv, holding only the runtime
 # dependencies of pyproject.toml and PyInstaller (the `freeze` group): nothing from `dev` or
@@ -51,11 +52,7 @@ if [ ! -x "$venv/bin/pyinstaller" ] || [ "$(cat "$stamp" 2>/dev/null)" != "$want
   "$venv/bin/pip" install --quiet --upgrade pip
   requirements=$venv/requirements.txt
   # Every locked requirement but llama-cpp-python, which is the portable wheel built here.
-  "$python" - "$lock" > "$requirements" <<'PY'
-import re, sys
-text = open(sys.argv[1]).read().replace("\\\n", " ")
-print("\n".join(line for line in text.splitlines() if not re.match(r"llama-cpp-python==", line)))
-PY
+  "$python" "$root/build/freeze_requirements.py" "$lock" > "$requirements"
   "$venv/bin/pip" install --quiet --require-hashes --no-deps -r "$requirements"
   "$venv/bin/pip" install --quiet --no-deps --force-reinstall "$wheels"/llama_cpp_python-*.whl
   echo "$want" > "$stamp"
@@ -77,8 +74,9 @@ def git(*args: str) -> str:
 epoch = int(os.environ["SOURCE_DATE_EPOCH"])
 info = {
     "version": tomllib.load(open(root / "pyproject.toml", "rb"))["project"]["version"],
-    "gitRevision": git("rev-parse", "--short=12", "HEAD") or None,
-    "gitDirty": bool(git("status", "--porcelain", "--untracked-files=no")),
+    "gitRevision": os.environ.get("MAXY_GIT_REVISION") or git("rev-parse", "--short=12", "HEAD") or None,
+    "gitDirty": os.environ["MAXY_GIT_DIRTY"] == "1" if "MAXY_GIT_DIRTY" in os.environ
+    else bool(git("status", "--porcelain", "--untracked-files=no")),
     "buildDate": datetime.datetime.fromtimestamp(epoch, datetime.UTC).isoformat(),
     "frozen": True,
 }

@@ -147,13 +147,8 @@ def locate_binary(arch: str, given: Path | None) -> Binary:
     else:
         candidates = [REPO / "dist" / "arm64" / "maxy-onedir", REPO / "dist" / "arm64" / "maxy"]
         found = next((c for c in candidates if (c / "maxy" if c.is_dir() else c).is_file()), None)
-        if found is None:
-            raise InputMissing(
-                f"No {arch} maxy binary: dist/arm64/maxy-onedir/ and dist/arm64/maxy are absent. "
-                "PyInstaller cannot cross-compile: run `just build-arm64` on an arm64 builder "
-                "(see build/build-arm64.sh) and copy dist/arm64/ here, or pass --binary PATH "
-                "(--without-binary builds every other layer, for checking them)."
-            )
+        if found is None or (found.name == "maxy" and found.stat().st_mtime < _newest_source()):
+            found = _build_arm64(found)
         binary = Binary(found)
     machine = elf_machine(binary.executable)
     if machine != ELF_MACHINE[arch]:
@@ -162,6 +157,29 @@ def locate_binary(arch: str, given: Path | None) -> Binary:
             f"({ELF_MACHINE[arch]:#x}). Pass the {arch} build with --binary."
         )
     return binary
+
+
+def _build_arm64(current: Path | None) -> Path:
+    """dist/arm64/maxy made (or remade, when older than its sources) by build/build-arm64.sh."""
+    if os.geteuid() != 0 and HOST_ARCH != "arm64":
+        if current is not None:
+            return current  # older than the sources, but the one there is
+        raise InputMissing(
+            "No arm64 maxy binary: dist/arm64/maxy is absent, and build/build-arm64.sh needs root "
+            "on x86-64 (it chroots into the arm64 base). Run `sudo -E just build-arm64` once, or "
+            "pass --binary PATH (--without-binary builds every other layer, for checking them)."
+        )
+    lock_path = REPO / "build" / "out" / ".build-arm64.lock"  # shared with tests/binary/conftest.py
+    lock_path.parent.mkdir(parents=True, exist_ok=True)
+    with lock_path.open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        target = REPO / "dist" / "arm64" / "maxy"
+        if not target.is_file() or target.stat().st_mtime < _newest_source():
+            log.info("[image] op=build-binary arch=arm64 (missing or older than its sources)")
+            done = subprocess.run([str(REPO / "build" / "build-arm64.sh")], check=False)
+            if done.returncode != 0:
+                raise BuildFailed("build/build-arm64.sh failed (see its output above).")
+    return target
 
 
 def neo4j_distribution(cache_dir: Path, version: str) -> Path:

@@ -8,10 +8,11 @@ the card. The first build of a Debian base (debootstrap, root) is cached the sam
 
 ``MAXY_IMAGE_BINARY`` puts a given maxy build on the x86-64 card instead of ``dist/``.
 
-arm64: the Debian arm64 base is assembled under qemu-user-static here; the arm64 ``maxy`` comes
-only from ``just build-arm64`` on an arm64 builder (``dist/arm64/``). Without it the arm64 image
-is built ``--without-binary`` and the binary checks skip, saying so, while every other layer is
-checked.
+arm64: the Debian arm64 base is assembled under qemu-user-static here, and the arm64 ``maxy``
+(``dist/arm64/maxy``) is built here too when missing, by build/build-arm64.sh (a cross-compiled
+llama.cpp wheel, PyInstaller in a chroot of that base under qemu-user; needs root on x86-64).
+Without root and without a build the arm64 image is built ``--without-binary`` and the binary
+checks skip, saying so, while every other layer is checked.
 """
 
 from __future__ import annotations
@@ -40,13 +41,19 @@ ARM64_BUILDS = (REPO / "dist" / "arm64" / "maxy-onedir" / "maxy", REPO / "dist" 
 
 
 def arm64_binary_missing() -> str | None:
-    """Why the arm64 image has no maxy binary here, or None when dist/arm64 holds one."""
+    """Why the arm64 image has no maxy binary here, or None when there is (or will be) one.
+
+    The image build makes dist/arm64/maxy with build/build-arm64.sh when it is missing (cross
+    wheel plus a chroot into the arm64 base under qemu-user): that needs root on x86-64.
+    """
     if any(path.is_file() for path in ARM64_BUILDS):
         return None
+    if os.geteuid() == 0 or platform.machine() == "aarch64":
+        return None
     return (
-        "no arm64 maxy build on this x86-64 machine: PyInstaller cannot cross-compile, so "
-        "dist/arm64/maxy comes from `just build-arm64` on an arm64 builder; the arm64 image "
-        "was built --without-binary and only its binary layer is unchecked"
+        "no arm64 maxy build here and this is not root: build/build-arm64.sh chroots into the "
+        "arm64 base (`sudo -E just build-arm64` once); the arm64 image was built "
+        "--without-binary and only its binary layer is unchecked"
     )
 
 
