@@ -14,6 +14,7 @@ from appliance.core.config import SETTINGS, load_settings
 from appliance.graphdb.java import required_java_major
 from appliance.ota.keys import key_id, parse_public_pem
 from image import overlay
+from image.cloudflared import cloudflared
 from image.inputs import ELF_MACHINE
 from image.tools import debugfs, ext4_list, ext4_read, ext4_readlink, ext4_stat
 from tests.image.conftest import CACHE, PRESET, Card, arm64_binary_missing
@@ -265,6 +266,19 @@ def test_maxy_binary_is_executable_and_for_the_architecture(card: Card) -> None:
     assert int.from_bytes(header[18:20], "little") == ELF_MACHINE[card.arch]
     if link.startswith("/opt/maxy/lib/"):
         assert ext4_stat(card.parts["root_a"], "/opt/maxy/lib/maxy/_internal") is not None
+
+
+def test_cloudflared_is_on_path_for_the_architecture_and_in_the_record(card: Card) -> None:
+    built = cloudflared(CACHE, card.arch)
+    assert ext4_readlink(card.parts["root_a"], "/usr/bin/cloudflared") == overlay.CLOUDFLARED
+    entry = ext4_stat(card.parts["root_a"], overlay.CLOUDFLARED)
+    assert entry is not None and entry.kind == "file"
+    assert entry.mode & 0o777 == 0o755 and entry.uid == 0
+    data = ext4_read(card.parts["root_a"], overlay.CLOUDFLARED)
+    assert int.from_bytes(data[18:20], "little") == ELF_MACHINE[card.arch]
+    assert hashlib.sha256(data).hexdigest() == built.sha256
+    assert card.record["cloudflared"] == built.manifest() | {"path": overlay.CLOUDFLARED}
+    assert env_file(card)["MAXY_CLOUDFLARED_BIN"] == "/usr/bin/cloudflared"
 
 
 def test_the_binarys_llama_cpp_runs_on_any_x86_64_v3_cpu(x86_card: Card, tmp_path: Path) -> None:
