@@ -136,6 +136,7 @@ def _image_env(model: Path, neo4j_version: str, *, claude: bool = False) -> dict
         "MAXY_NEO4J_PAGECACHE": NEO4J_PAGECACHE,
         "MAXY_EMBED_MODEL": f"/opt/maxy/models/{model.name}",
         "MAXY_CLOUDFLARED_BIN": "/usr/bin/cloudflared",
+        "MAXY_TUNNEL_UNIT": "cloudflared.service",
         "MAXY_HOST": "0.0.0.0",
         "MAXY_PORT": "19200",
     }

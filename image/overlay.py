@@ -29,7 +29,8 @@ OPT = Path("opt/maxy")
 CLAUDE = "/" + str(OPT / "claude" / "claude")  # where --claude-cli puts the CLI (MAXY_CLAUDE_BIN)
 CLOUDFLARED = "/" + str(OPT / "cloudflared" / "cloudflared")  # image/cloudflared.py's build
 
-# The units `just image` enables; cloudflared is installed but waits for `maxy tunnel create`.
+# The units `just image` enables; cloudflared's starts only once `maxy tunnel create` wrote its
+# config (ConditionPathExists=), and `maxy tunnel` reaches it through maxy-tunnel-request.path.
 ENABLED_UNITS = (
     "maxy-firstboot.service",
     "maxy-neo4j.service",
@@ -40,6 +41,8 @@ ENABLED_UNITS = (
     "maxy-ota-commit.service",
     "maxy-usb-updates.service",
     "maxy-ota-request.path",
+    "maxy-tunnel-request.path",
+    "cloudflared.service",
     "systemd-networkd.service",
     "systemd-resolved.service",
     "systemd-timesyncd.service",

@@ -52,26 +52,28 @@ def test_both_root_slots_hold_the_same_filesystem(card: Card) -> None:
     assert "Filesystem volume name:   data" in data
 
 
-def test_maxy_units_are_installed_and_enabled_cloudflared_is_not(card: Card) -> None:
+def test_maxy_units_are_installed_and_enabled_cloudflared_waits_for_its_config(
+    card: Card,
+) -> None:
     wants = {e.name for e in ext4_list(card.parts["root_a"], WANTS)}
     for name in ENABLED:
         assert ext4_stat(card.parts["root_a"], f"{UNIT_DIR}/{name}.service") is not None, name
         assert f"{name}.service" in wants, f"{name} is not enabled"
         target = ext4_readlink(card.parts["root_a"], f"{WANTS}/{name}.service")
         assert target == f"{UNIT_DIR}/{name}.service"
-    # The owner's confirmation in the admin UI reaches root through a path unit.
-    assert "maxy-ota-request.path" in wants
-    assert ext4_stat(card.parts["root_a"], f"{UNIT_DIR}/maxy-ota-request.service") is not None
-    assert ext4_stat(card.parts["root_a"], f"{UNIT_DIR}/cloudflared.service") is not None
-    for folder in (
-        "multi-user.target.wants",
-        "default.target.wants",
-        "network-online.target.wants",
-    ):
-        entries = ext4_list(card.parts["root_a"], f"/etc/systemd/system/{folder}")
-        assert "cloudflared.service" not in {e.name for e in entries}
-    cloudflared = read(card, f"{UNIT_DIR}/cloudflared.service")
-    assert "User=maxy" in cloudflared and "/data/cloudflared/config.yml" in cloudflared
+    # The owner's confirmation in the admin UI, and `maxy tunnel` (both user maxy), reach root
+    # through path units.
+    for request in ("maxy-ota-request", "maxy-tunnel-request"):
+        assert f"{request}.path" in wants
+        assert ext4_stat(card.parts["root_a"], f"{UNIT_DIR}/{request}.service") is not None
+    # cloudflared starts at boot only once `maxy tunnel create` has written its config.
+    assert ext4_readlink(card.parts["root_a"], f"{WANTS}/cloudflared.service") == (
+        f"{UNIT_DIR}/cloudflared.service"
+    )
+    cloudflared = read(card, f"{UNIT_DIR}/cloudflared.service").splitlines()
+    assert "User=maxy" in cloudflared
+    assert "ConditionPathExists=/data/cloudflared/config.yml" in cloudflared
+    assert env_file(card)["MAXY_TUNNEL_UNIT"] == "cloudflared.service"
 
 
 @pytest.mark.parametrize("role", ROLES)
