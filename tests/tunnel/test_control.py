@@ -243,3 +243,49 @@ def test_root_refuses_links_other_files_and_garbage_without_acting(
         assert not request.exists()
     assert calls(root) == [] and not answer_path(settings).exists()
     assert run_request(settings) == 0  # no request at all: nothing to do
+
+
+def as_root_with(capabilities: str, *command: str) -> list[str]:
+    """``command`` as uid 0 holding only ``capabilities`` (setpriv; "" for none at all)."""
+    keep = f"-all,+{capabilities}" if capabilities else "-all"
+    return [
+        "setpriv",
+        f"--inh-caps={keep}",
+        f"--ambient-caps={keep}",
+        f"--bounding-set={keep}",
+        "--",
+        *command,
+    ]
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to hand the folder to another user")
+def test_root_needs_only_dac_override_to_answer_in_maxys_private_folder(
+    tmp_path: Path,
+) -> None:
+    env = tunnel_env(tmp_path)
+    settings = load_settings(env)
+    folder = settings.cloudflared_dir
+    request_path(settings).write_text(json.dumps({"verb": "start", "id": "00aa11bb"}))
+    for path in (folder, request_path(settings)):
+        os.chown(path, 990, 990)  # the card's maxy
+    folder.chmod(0o700)
+    service = unit_file(UNITS / "maxy-tunnel-request.service")["Service"]
+    kept = service["CapabilityBoundingSet"].removeprefix("CAP_").lower()
+    assert kept == "dac_override"
+    root_env = {**env, "PATH": f"{DOUBLE_DIR}{os.pathsep}{env['PATH']}"}
+    # Without it, root cannot even see the request in maxy's 0700 folder.
+    bare = subprocess.run(
+        as_root_with("", *maxy("tunnel", "run-request")), env=root_env, capture_output=True
+    )
+    assert bare.returncode != 0
+    assert f"Permission denied: '{request_path(settings)}'".encode() in bare.stderr
+    done = subprocess.run(
+        as_root_with(kept, *maxy("tunnel", "run-request")),
+        env=root_env,
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 0, done.stderr
+    assert answer(settings)["ok"] is True and calls(Path(env["SYSTEMCTL_DOUBLE_LOG"])) == [
+        ["--no-block", "start", UNIT]
+    ]
