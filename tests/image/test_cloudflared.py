@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from appliance.core.fsio import sha256_file
+from image import cloudflared as image_cloudflared
 from image import overlay
 from image.cloudflared import ARCHIVE, COMMIT, SOURCE_SHA256, VERSION, cloudflared
 from image.errors import InputMissing
@@ -74,3 +75,12 @@ def test_the_image_installs_it_on_path(tmp_path: Path) -> None:
     assert installed.stat().st_mode & 0o777 == 0o755
     assert sha256_file(installed) == built.sha256
     assert os.readlink(tree / "usr/bin/cloudflared") == "/opt/maxy/cloudflared/cloudflared"
+
+
+def test_without_go_the_build_says_what_to_install(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("PATH", str(tmp_path))
+    monkeypatch.setattr(image_cloudflared, "GO_FALLBACK", tmp_path / "go" / "bin" / "go")
+    with pytest.raises(InputMissing, match=r"Go 1\.26 or newer is needed to build cloudflared"):
+        cloudflared(tmp_path / "cache", "x86-64")
