@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Prepare a development machine, idempotently: the virtualenv with every dependency, the Neo4j
-# jars and the GGUF embedding model. A second run only checks and returns in about a second.
+# jars and the GGUF embedding model (and, for the tests, the claude CLI and cloudflared). A second run only checks and returns in about a second.
 #
 #   build/bootstrap.sh [--for run|test]   (`just run` bootstraps for run, `just test` for test)
 #
@@ -113,4 +113,11 @@ fi
 #    $cache/bin/claude, where the tests look for it.
 if [ "$group" = test ]; then
   "$venv/bin/python" -m image.inputs claude-cli --cache-dir "$cache" --link "$cache/bin/claude"
+fi
+
+# 7. For the tests: cloudflared, built once per machine and Go version from its pinned source
+#    archive (image/cloudflared.py: ../shared/src, or MAXY_SOURCE_DIR; about 3 minutes), linked as
+#    $cache/bin/cloudflared, where tests/tunnel looks for it.
+if [ "$group" = test ]; then
+  "$venv/bin/python" -m image.cloudflared --cache-dir "$cache" --link "$cache/bin/cloudflared" >/dev/null
 fi

@@ -13,11 +13,12 @@ Output, in ``--out`` (default ``dist/image``):
   images: both boot images (each cmdline.txt names its own slot's root by PARTUUID) and the root.
 - ``maxy-<version>-<arch>.json`` — what went in, partition ids, sizes and times.
 
-Steps: inputs (``image/inputs.py``) → base (``image/base.py``: the cached Debian tarball, or a
-Raspberry Pi OS image, ``image/rpios.py``) → root and data ext4 images (``image/populate.py``,
-the one step that needs an ownership context: root, else ``fakeroot``) → FAT boot slots and
-bootconfig (mkfs.vfat + mcopy) → the GPT (sfdisk on the image file) with each partition copied
-to its offset → zstd → the bundle (``appliance.ota.bundle.create_bundle``).
+Steps: inputs (``image/inputs.py``, cloudflared from ``image/cloudflared.py``) → base
+(``image/base.py``: the cached Debian tarball, or a Raspberry Pi OS image, ``image/rpios.py``) →
+root and data ext4 images (``image/populate.py``, the one step that needs an ownership context:
+root, else ``fakeroot``) → FAT boot slots and bootconfig (mkfs.vfat + mcopy) → the GPT (sfdisk on
+the image file) with each partition copied to its offset → zstd → the bundle
+(``appliance.ota.bundle.create_bundle``).
 
 A build is keyed by a hash of all its inputs and of the builder's own files; the outputs are kept
 in ``$MAXY_CACHE_DIR/image/out/<key>/`` (the newest two of each name) and a second build with the
@@ -46,10 +47,11 @@ from appliance.ota.bundle import create_bundle
 from appliance.ota.errors import OtaError
 from appliance.ota.layout import BOOTCONFIG, DATA, PARTITIONS, ROOT_A, SLOTS, partuuid
 from appliance.tunnel.unit import render_unit
+from image import cloudflared as tunnel_daemon
 from image import disk, inputs, rpios
 from image.base import DEBIAN_ARCH, build_base
 from image.errors import BuildFailed, ImageError
-from image.overlay import CLAUDE, RootSpec
+from image.overlay import CLAUDE, CLOUDFLARED, RootSpec
 from image.populate import Spec
 from image.tools import can_own_files, run, which
 
@@ -134,6 +136,7 @@ def _image_env(model: Path, neo4j_version: str, *, claude: bool = False) -> dict
         "MAXY_NEO4J_PAGECACHE": NEO4J_PAGECACHE,
         "MAXY_EMBED_MODEL": f"/opt/maxy/models/{model.name}",
         "MAXY_CLOUDFLARED_BIN": "/usr/bin/cloudflared",
+        "MAXY_TUNNEL_UNIT": "cloudflared.service",
         "MAXY_HOST": "0.0.0.0",
         "MAXY_PORT": "19200",
     }
@@ -201,6 +204,7 @@ def build(request: Request) -> Result:
     model, model_sha = inputs.model_file(cache, request.model)
     preset = inputs.check_preset(request.preset)
     claude = inputs.claude_cli(cache, arch, request.claude_cli) if request.claude_cli else None
+    daemon = tunnel_daemon.cloudflared(cache, arch)
     key = inputs.signing_key(cache, request.signing_key)
     if key.development:
         log.warning(
@@ -232,6 +236,7 @@ def build(request: Request) -> Result:
         "model": model_sha,
         "preset": sha256_file(preset) if preset else None,
         "claude": claude[1] if claude else None,
+        "cloudflared": daemon.sha256,
         "trust": key.key_id(),
         "sizes": sized,
         "builder": _builder_hash(),
@@ -274,6 +279,7 @@ def build(request: Request) -> Result:
                 cloudflared_unit=cloudflared,
                 preset=preset,
                 claude=claude[0] if claude else None,
+                cloudflared=daemon.path,
             )
             spec = Spec(
                 arch=arch,
@@ -349,6 +355,7 @@ def build(request: Request) -> Result:
             "neo4j": neo4j_version,
             "model": {"file": model.name, "sha256": model_sha},
             "claude": {"version": request.claude_cli, "sha256": claude[1]} if claude else None,
+            "cloudflared": daemon.manifest() | {"path": CLOUDFLARED},
             "binary": None
             if binary is None
             else {

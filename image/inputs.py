@@ -21,6 +21,7 @@ an :class:`Inputs` record whose ``fingerprint()`` keys the build's output cache.
   ``$MAXY_CACHE_DIR/claude/<version>/``, installed as ``/opt/maxy/claude/claude`` (linked from
   ``/usr/bin/claude``). Off by default: its licence is Anthropic's ("all rights reserved"), so
   whoever builds an image to hand out must be entitled to redistribute it.
+- cloudflared, built from its pinned source archive and cached: ``image/cloudflared.py``.
 - An optional account preset (JSON: owner, brand, default agent; ``appliance/firstboot.py``),
   installed as ``/etc/maxy/preset/account.json``, where ``maxy firstboot`` looks for it.
 - The OTA signing key: ``--signing-key`` or ``MAXY_OTA_SIGNING_KEY`` (PEM, ed25519); without

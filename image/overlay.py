@@ -9,7 +9,8 @@ base, see ``image/populate.py``): every file it creates is root's unless it says
   bootconfig and the boot slots are never mounted (``maxy ota`` reads them with mtools).
 - ``/etc/maxy/maxy.env``: the image's settings (MAXY_*), ``/etc/maxy/ota/trust/<id>.pub``, the
   preset in ``/etc/maxy/preset/``.
-- ``/opt/maxy``: the binary (``/usr/bin/maxy`` links to it), Neo4j, Java, the model.
+- ``/opt/maxy``: the binary (``/usr/bin/maxy`` links to it), Neo4j, Java, the model, cloudflared
+  (``/usr/bin/cloudflared`` links to it) and, when asked for, the Claude Code CLI.
 - ``systemctl enable`` done by hand: the ``[Install]`` section's links under /etc/systemd/system.
 - identity reset: no machine id, random seed or D-Bus id is shared by every card.
 """
@@ -26,8 +27,10 @@ STATIC = Path(__file__).resolve().parent / "rootfs"
 MAXY_UID = MAXY_GID = 990
 OPT = Path("opt/maxy")
 CLAUDE = "/" + str(OPT / "claude" / "claude")  # where --claude-cli puts the CLI (MAXY_CLAUDE_BIN)
+CLOUDFLARED = "/" + str(OPT / "cloudflared" / "cloudflared")  # image/cloudflared.py's build
 
-# The units `just image` enables; cloudflared is installed but waits for `maxy tunnel create`.
+# The units `just image` enables; cloudflared's starts only once `maxy tunnel create` wrote its
+# config (ConditionPathExists=), and `maxy tunnel` reaches it through maxy-tunnel-request.path.
 ENABLED_UNITS = (
     "maxy-firstboot.service",
     "maxy-neo4j.service",
@@ -38,6 +41,8 @@ ENABLED_UNITS = (
     "maxy-ota-commit.service",
     "maxy-usb-updates.service",
     "maxy-ota-request.path",
+    "maxy-tunnel-request.path",
+    "cloudflared.service",
     "systemd-networkd.service",
     "systemd-resolved.service",
     "systemd-timesyncd.service",
@@ -69,6 +74,7 @@ class RootSpec:
     cloudflared_unit: str
     preset: Path | None = None
     claude: Path | None = None  # the Claude Code CLI's executable (image/inputs.claude_cli)
+    cloudflared: Path | None = None  # the tunnel daemon (image/cloudflared.py)
 
 
 def copy_static(tree: Path, static: Path = STATIC) -> None:
@@ -156,6 +162,18 @@ def install_claude(tree: Path, executable: Path) -> Path:
     return target
 
 
+def install_cloudflared(tree: Path, executable: Path) -> Path:
+    """Install cloudflared as /opt/maxy/cloudflared/cloudflared, on PATH as /usr/bin/cloudflared."""
+    target = tree / CLOUDFLARED.lstrip("/")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(executable, target)
+    target.chmod(0o755)
+    link = tree / "usr" / "bin" / "cloudflared"
+    link.unlink(missing_ok=True)
+    link.symlink_to(CLOUDFLARED)
+    return target
+
+
 def install_payloads(tree: Path, spec: RootSpec) -> None:
     """Install the binary, Neo4j, Java, the model, trust roots, preset, claude, cloudflared."""
     opt = tree / OPT
@@ -196,6 +214,8 @@ def install_payloads(tree: Path, spec: RootSpec) -> None:
         shutil.copyfile(spec.preset, preset / "account.json")
     if spec.claude is not None:
         install_claude(tree, spec.claude)
+    if spec.cloudflared is not None:
+        install_cloudflared(tree, spec.cloudflared)
     (tree / "usr/lib/systemd/system/cloudflared.service").write_text(spec.cloudflared_unit)
     for path in (opt, tree / "etc" / "maxy"):
         for root, dirs, files in os.walk(path):

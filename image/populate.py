@@ -79,7 +79,15 @@ class Spec:
             raw[key] = Path(raw[key])
         raw["base_boot"] = Path(raw["base_boot"]) if raw["base_boot"] else None
         root = raw.pop("root")
-        for key in ("binary", "neo4j_dist", "java_home", "model", "preset"):
+        for key in (
+            "binary",
+            "neo4j_dist",
+            "java_home",
+            "model",
+            "preset",
+            "claude",
+            "cloudflared",
+        ):
             root[key] = Path(root[key]) if root[key] else None
         return cls(**raw, root=overlay.RootSpec(**root))
 

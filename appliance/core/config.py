@@ -147,6 +147,15 @@ def _optional_url(raw: str) -> str | None:
     return url
 
 
+def _optional_unit(raw: str) -> str | None:
+    name = raw.strip()
+    if not name:
+        return None
+    if not re.fullmatch(r"[A-Za-z0-9:_.@-]+\.service", name):
+        raise ValueError("a systemd service name, like cloudflared.service")
+    return name
+
+
 def _path(raw: str) -> Path:
     try:
         return Path(raw).expanduser().absolute()
@@ -318,6 +327,13 @@ SETTINGS: tuple[Setting, ...] = (
     ),
     Setting("cloudflared_bin", "cloudflared", "The cloudflared program `maxy tunnel` drives."),
     Setting(
+        "tunnel_unit",
+        None,
+        "The systemd unit running cloudflared, which `maxy tunnel` asks root to start, stop "
+        "and restart (unset: none; the card sets cloudflared.service).",
+        _optional_unit,
+    ),
+    Setting(
         "anthropic_base_url",
         None,
         "Base URL of the Anthropic API (default: the SDK's own).",
@@ -451,6 +467,7 @@ class Settings:
     stop_grace: float
     manager_keepalive: float
     cloudflared_bin: str
+    tunnel_unit: str | None
     anthropic_base_url: str | None
     anthropic_api_key_file: Path | None
     gateway_model: str

@@ -1,4 +1,8 @@
-"""``maxy tunnel login|create|route|status|remove``: set up the Cloudflare tunnel via cloudflared.
+"""``maxy tunnel login|create|route|status|remove|start|stop|restart``: the Cloudflare tunnel.
+
+``create`` starts the tunnel's unit, ``route`` and ``remove HOST`` restart it (cloudflared reads
+its ingress rules when it starts), ``remove`` stops it — through root's path unit
+(:mod:`appliance.tunnel.control`), since these commands run as the unprivileged ``maxy`` user.
 
 Each durable step is recorded in the memory graph through the engine's ``write`` method: a Task
 (``kind: cloudflare-tunnel-login|create|route|remove``) with a ``PRODUCED`` edge to the
@@ -45,6 +49,7 @@ from appliance.tunnel.config import (
     save_roles,
     set_route,
 )
+from appliance.tunnel.control import Verb, ask, by_hand, run_request
 from appliance.tunnel.state import tunnel_health
 
 log = logging.getLogger(__name__)
@@ -86,6 +91,19 @@ def _run(binary: str, settings: Settings, *args: str) -> str:
             + (lines[-1] if lines else "no output")
         )
     return output
+
+
+def _apply(settings: Settings, verb: Verb) -> None:
+    """Have the running tunnel follow config.yml (start, restart or stop its unit)."""
+    if not settings.tunnel_unit:
+        print(f"Note: {by_hand(settings)}")
+        return
+    try:
+        print(ask(settings, verb))
+    except TunnelError as err:
+        raise CloudflaredError(
+            f"{err} (the configuration is saved; retry `maxy tunnel {verb}`)"
+        ) from err
 
 
 def _record(
@@ -203,6 +221,7 @@ def create(settings: Settings, args: argparse.Namespace) -> int:
     ensure_catch_all(doc)
     save(config_path, doc, binary)
     print(f"Created tunnel {name} ({tunnel_id}); route a host name with `maxy tunnel route`.")
+    _apply(settings, "start")
     _record(
         settings,
         "cloudflare-tunnel-create",
@@ -238,6 +257,7 @@ def route(settings: Settings, args: argparse.Namespace) -> int:
     roles[host] = role
     save_roles(settings.tunnel_roles_path, roles)
     print(f"{host} now reaches Maxy through tunnel {tunnel_id} as the {role} host name.")
+    _apply(settings, "restart")
     _record(
         settings,
         "cloudflare-tunnel-route",
@@ -290,6 +310,7 @@ def remove(settings: Settings, args: argparse.Namespace) -> int:
         roles.pop(host, None)
         save_roles(settings.tunnel_roles_path, roles)
         print(f"{host} no longer reaches Maxy (its DNS record stays; delete it in Cloudflare).")
+        _apply(settings, "restart")
         _record(
             settings,
             "cloudflare-hostname-remove",
@@ -302,6 +323,7 @@ def remove(settings: Settings, args: argparse.Namespace) -> int:
     tunnel_id = doc.get("tunnel")
     if not tunnel_id:
         raise TunnelError(f"No tunnel to remove ({config_path} names none).")
+    _apply(settings, "stop")
     _run(_binary(settings), settings, "delete", "-f", str(tunnel_id))
     credentials = doc.get("credentials-file")
     for path in (config_path, settings.tunnel_roles_path, Path(credentials or "")):
@@ -317,6 +339,20 @@ def remove(settings: Settings, args: argparse.Namespace) -> int:
         {"tunnelId": str(tunnel_id), "status": "removed"},
     )
     return 0
+
+
+def unit_verb(settings: Settings, args: argparse.Namespace) -> int:
+    """``maxy tunnel start|stop|restart``: ask root to do that to the tunnel's unit."""
+    verb: Verb = args.verb
+    if verb != "stop" and not load(settings.cloudflared_config).get("tunnel"):
+        raise TunnelError("No tunnel yet: run `maxy tunnel create NAME` first.")
+    print(ask(settings, verb))
+    return 0
+
+
+def request(settings: Settings, args: argparse.Namespace) -> int:
+    """``maxy tunnel run-request`` (root, started by maxy-tunnel-request.path)."""
+    return run_request(settings)
 
 
 def add_parsers(sub: Any) -> None:
@@ -339,3 +375,10 @@ def add_parsers(sub: Any) -> None:
     drop = tunnel_sub.add_parser("remove", help="stop routing a host name, or delete the tunnel")
     drop.add_argument("hostname", nargs="?")
     drop.set_defaults(func=remove)
+    for verb in ("start", "stop", "restart"):
+        tunnel_sub.add_parser(
+            verb, help=f"{verb} the tunnel's systemd unit (on the device)"
+        ).set_defaults(func=unit_verb, verb=verb)
+    tunnel_sub.add_parser(
+        "run-request", help="carry out a start/stop/restart request (root, from its path unit)"
+    ).set_defaults(func=request)

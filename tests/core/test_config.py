@@ -85,6 +85,7 @@ DEFAULTS: list[tuple[str, Any]] = [
     ("stop_grace", 5.0),
     ("manager_keepalive", 25.0),
     ("cloudflared_bin", "cloudflared"),
+    ("tunnel_unit", None),
     ("anthropic_base_url", None),
     ("anthropic_api_key_file", None),
     ("gateway_model", "claude-haiku-4-5"),

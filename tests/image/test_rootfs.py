@@ -14,6 +14,7 @@ from appliance.core.config import SETTINGS, load_settings
 from appliance.graphdb.java import required_java_major
 from appliance.ota.keys import key_id, parse_public_pem
 from image import overlay
+from image.cloudflared import cloudflared
 from image.inputs import ELF_MACHINE
 from image.tools import debugfs, ext4_list, ext4_read, ext4_readlink, ext4_stat
 from tests.image.conftest import CACHE, PRESET, Card, arm64_binary_missing
@@ -51,26 +52,28 @@ def test_both_root_slots_hold_the_same_filesystem(card: Card) -> None:
     assert "Filesystem volume name:   data" in data
 
 
-def test_maxy_units_are_installed_and_enabled_cloudflared_is_not(card: Card) -> None:
+def test_maxy_units_are_installed_and_enabled_cloudflared_waits_for_its_config(
+    card: Card,
+) -> None:
     wants = {e.name for e in ext4_list(card.parts["root_a"], WANTS)}
     for name in ENABLED:
         assert ext4_stat(card.parts["root_a"], f"{UNIT_DIR}/{name}.service") is not None, name
         assert f"{name}.service" in wants, f"{name} is not enabled"
         target = ext4_readlink(card.parts["root_a"], f"{WANTS}/{name}.service")
         assert target == f"{UNIT_DIR}/{name}.service"
-    # The owner's confirmation in the admin UI reaches root through a path unit.
-    assert "maxy-ota-request.path" in wants
-    assert ext4_stat(card.parts["root_a"], f"{UNIT_DIR}/maxy-ota-request.service") is not None
-    assert ext4_stat(card.parts["root_a"], f"{UNIT_DIR}/cloudflared.service") is not None
-    for folder in (
-        "multi-user.target.wants",
-        "default.target.wants",
-        "network-online.target.wants",
-    ):
-        entries = ext4_list(card.parts["root_a"], f"/etc/systemd/system/{folder}")
-        assert "cloudflared.service" not in {e.name for e in entries}
-    cloudflared = read(card, f"{UNIT_DIR}/cloudflared.service")
-    assert "User=maxy" in cloudflared and "/data/cloudflared/config.yml" in cloudflared
+    # The owner's confirmation in the admin UI, and `maxy tunnel` (both user maxy), reach root
+    # through path units.
+    for request in ("maxy-ota-request", "maxy-tunnel-request"):
+        assert f"{request}.path" in wants
+        assert ext4_stat(card.parts["root_a"], f"{UNIT_DIR}/{request}.service") is not None
+    # cloudflared starts at boot only once `maxy tunnel create` has written its config.
+    assert ext4_readlink(card.parts["root_a"], f"{WANTS}/cloudflared.service") == (
+        f"{UNIT_DIR}/cloudflared.service"
+    )
+    cloudflared = read(card, f"{UNIT_DIR}/cloudflared.service").splitlines()
+    assert "User=maxy" in cloudflared
+    assert "ConditionPathExists=/data/cloudflared/config.yml" in cloudflared
+    assert env_file(card)["MAXY_TUNNEL_UNIT"] == "cloudflared.service"
 
 
 @pytest.mark.parametrize("role", ROLES)
@@ -265,6 +268,19 @@ def test_maxy_binary_is_executable_and_for_the_architecture(card: Card) -> None:
     assert int.from_bytes(header[18:20], "little") == ELF_MACHINE[card.arch]
     if link.startswith("/opt/maxy/lib/"):
         assert ext4_stat(card.parts["root_a"], "/opt/maxy/lib/maxy/_internal") is not None
+
+
+def test_cloudflared_is_on_path_for_the_architecture_and_in_the_record(card: Card) -> None:
+    built = cloudflared(CACHE, card.arch)
+    assert ext4_readlink(card.parts["root_a"], "/usr/bin/cloudflared") == overlay.CLOUDFLARED
+    entry = ext4_stat(card.parts["root_a"], overlay.CLOUDFLARED)
+    assert entry is not None and entry.kind == "file"
+    assert entry.mode & 0o777 == 0o755 and entry.uid == 0
+    data = ext4_read(card.parts["root_a"], overlay.CLOUDFLARED)
+    assert int.from_bytes(data[18:20], "little") == ELF_MACHINE[card.arch]
+    assert hashlib.sha256(data).hexdigest() == built.sha256
+    assert card.record["cloudflared"] == built.manifest() | {"path": overlay.CLOUDFLARED}
+    assert env_file(card)["MAXY_CLOUDFLARED_BIN"] == "/usr/bin/cloudflared"
 
 
 def test_the_binarys_llama_cpp_runs_on_any_x86_64_v3_cpu(x86_card: Card, tmp_path: Path) -> None:
