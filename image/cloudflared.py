@@ -71,19 +71,35 @@ class Cloudflared:
 def source_dir() -> Path:
     """Where the source archive is looked for: MAXY_SOURCE_DIR, else ../shared/src.
 
-    ``..`` is the checkout's parent; a linked git worktree also looks beside its main checkout.
+    ``..`` is the checkout's parent; a linked git worktree also looks beside its main checkout,
+    and a clone of a local checkout (CI's clean clone) beside the checkout it was cloned from.
     """
     named = os.environ.get("MAXY_SOURCE_DIR")
     if named:
         return Path(named)
     beside = REPO.parent / "shared" / "src"
-    dot_git = REPO / ".git"
-    if not beside.is_dir() and dot_git.is_file():  # "gitdir: <main>/.git/worktrees/<name>"
-        gitdir = Path(dot_git.read_text().removeprefix("gitdir:").strip())
-        main_checkout = gitdir.parent.parent.parent
-        if (main_checkout.parent / "shared" / "src").is_dir():
-            return main_checkout.parent / "shared" / "src"
+    for checkout in _related_checkouts():
+        if not beside.is_dir() and (checkout.parent / "shared" / "src").is_dir():
+            return checkout.parent / "shared" / "src"
     return beside
+
+
+def _related_checkouts() -> list[Path]:
+    """The main checkout of a linked worktree, and the local checkout a clone came from."""
+    found = []
+    dot_git = REPO / ".git"
+    if dot_git.is_file():  # "gitdir: <main>/.git/worktrees/<name>"
+        gitdir = Path(dot_git.read_text().removeprefix("gitdir:").strip())
+        found.append(gitdir.parent.parent.parent)
+    origin = subprocess.run(
+        ["git", "-C", str(REPO), "config", "--get", "remote.origin.url"],
+        capture_output=True,
+        text=True,
+        check=False,
+    ).stdout.strip()
+    if origin.startswith("/") or origin.startswith("file://"):
+        found.append(Path(origin.removeprefix("file://")))
+    return found
 
 
 def find_go() -> Path:

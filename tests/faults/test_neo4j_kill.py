@@ -274,6 +274,8 @@ def unit_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Stack
     logs = root / "logs"
     logs.mkdir()
     units = UnitRestarts(env, logs)
+    # As the units are ordered: the engine starts once Neo4j has its (port 0: kernel-chosen) port.
+    wait_until(env.settings.bolt_port_file.exists, 180, "Neo4j's first start", 0.2)
     try:
         with running_stack(env, logs, "engine", "edge") as stack:
             yield stack, units
