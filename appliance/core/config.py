@@ -82,8 +82,11 @@ def _log_level(raw: str) -> str:
 
 
 def _bolt_uri(raw: str) -> str:
-    if not raw.startswith(("bolt://", "neo4j://")):
-        raise ValueError("a Bolt URI such as bolt://127.0.0.1:7687")
+    schemes = ("bolt", "bolt+s", "bolt+ssc", "neo4j", "neo4j+s", "neo4j+ssc")
+    if not raw.startswith(tuple(f"{scheme}://" for scheme in schemes)):
+        raise ValueError(
+            "a Bolt URI such as bolt://127.0.0.1:7687 (neo4j+s://… for a cluster or Aura)"
+        )
     return raw
 
 

@@ -230,6 +230,13 @@ INVALID: list[tuple[str, str]] = [
 ]
 
 
+@pytest.mark.parametrize(
+    "uri", ["neo4j://db:7687", "neo4j+s://abc.databases.neo4j.io", "bolt+ssc://db:7687"]
+)
+def test_cluster_and_tls_bolt_uris_are_accepted(empty_toml: Path, uri: str) -> None:
+    assert load_settings(environ={"MAXY_NEO4J_URI": uri}, config_file=empty_toml).neo4j_uri == uri
+
+
 @pytest.mark.parametrize(("variable", "raw"), INVALID)
 def test_invalid_environment_value_names_the_variable(
     empty_toml: Path, variable: str, raw: str
