@@ -62,13 +62,18 @@ def test_healthz_says_unhealthy_when_the_engine_is_gone(edge: tuple[Env, Any, An
 
 
 def test_a_taken_port_is_one_clear_message(maxy_env: Env) -> None:
-    with socket.socket() as squatter:
-        squatter.bind(("127.0.0.1", maxy_env.settings.port))
+    with socket.socket() as squatter:  # another program: its own port, no SO_REUSEPORT
+        squatter.bind(("127.0.0.1", 0))
         squatter.listen()
+        port = squatter.getsockname()[1]
         done = subprocess.run(
-            maxy("edge"), env=maxy_env.vars, capture_output=True, text=True, timeout=60
+            maxy("edge"),
+            env={**maxy_env.vars, "MAXY_PORT": str(port)},
+            capture_output=True,
+            text=True,
+            timeout=60,
         )
     assert done.returncode == 1
-    assert f"Port {maxy_env.settings.port} is already in use" in done.stderr
+    assert f"Port {port} is already in use" in done.stderr
     assert "MAXY_PORT" in done.stderr
     assert "Traceback" not in done.stderr
