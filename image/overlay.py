@@ -150,28 +150,26 @@ def _copy_tree(source: Path, target: Path) -> None:
     os.chown(target, 0, 0)
 
 
-def install_claude(tree: Path, executable: Path) -> Path:
-    """Install the Claude Code CLI as /opt/maxy/claude/claude, on PATH as /usr/bin/claude."""
-    target = tree / CLAUDE.lstrip("/")
+def _install_program(tree: Path, executable: Path, path: str) -> Path:
+    """Copy ``executable`` to ``path`` in the tree (mode 0755), on PATH as /usr/bin/<its name>."""
+    target = tree / path.lstrip("/")
     target.parent.mkdir(parents=True, exist_ok=True)
     shutil.copyfile(executable, target)
     target.chmod(0o755)
-    link = tree / "usr" / "bin" / "claude"
+    link = tree / "usr" / "bin" / Path(path).name
     link.unlink(missing_ok=True)
-    link.symlink_to(CLAUDE)
+    link.symlink_to(path)
     return target
+
+
+def install_claude(tree: Path, executable: Path) -> Path:
+    """Install the Claude Code CLI as /opt/maxy/claude/claude, on PATH as /usr/bin/claude."""
+    return _install_program(tree, executable, CLAUDE)
 
 
 def install_cloudflared(tree: Path, executable: Path) -> Path:
     """Install cloudflared as /opt/maxy/cloudflared/cloudflared, on PATH as /usr/bin/cloudflared."""
-    target = tree / CLOUDFLARED.lstrip("/")
-    target.parent.mkdir(parents=True, exist_ok=True)
-    shutil.copyfile(executable, target)
-    target.chmod(0o755)
-    link = tree / "usr" / "bin" / "cloudflared"
-    link.unlink(missing_ok=True)
-    link.symlink_to(CLOUDFLARED)
-    return target
+    return _install_program(tree, executable, CLOUDFLARED)
 
 
 def install_payloads(tree: Path, spec: RootSpec) -> None:
