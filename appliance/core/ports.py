@@ -1,12 +1,12 @@
-"""TCP ports: check one is free before a server takes it, hold one, find the ones a process got.
+"""TCP ports: check one is free before a server takes it, and find the ones a process got.
 
 A server that is told to bind port 0 gets a free one from the kernel: nothing else can take it
 between the choice and the bind. Two ways let a caller learn or fix the port without that race:
 
-* :func:`hold_port` binds a port (the kernel's choice when 0) with ``SO_REUSEPORT`` and never
-  listens. The kernel hands that port to nobody else while the hold is open, and a server that
-  sets ``SO_REUSEPORT`` itself (Granian does) binds it beside the hold. Tests hold each port
-  they give a child until the test ends.
+* A hold (``tests/support/processes.held_port``) binds a port of the kernel's choice with
+  ``SO_REUSEPORT`` and never listens. The kernel hands that port to nobody else while the hold
+  is open, and a server that sets ``SO_REUSEPORT`` itself (Granian does) binds it beside the
+  hold. Tests hold each port they give a child until the test module ends.
 * :func:`listening_ports` reads the ports a process listens on from ``/proc``: a server that
   cannot bind beside a hold (Neo4j) is told port 0 and asked afterwards.
 """
@@ -37,7 +37,7 @@ def check_port_free(host: str, port: int, setting: str) -> None:
 
     The port is taken when a program holds it without ``SO_REUSEPORT`` (the bind probe fails) or
     when something already listens on it (a Granian of another Maxy shares ports). A
-    :func:`hold_port` hold does neither: it keeps the port for the server that is about to
+    hold does neither: it keeps the port for the server that is about to
     start.
     """
     if port == 0:
@@ -57,19 +57,6 @@ def check_port_free(host: str, port: int, setting: str) -> None:
         probe.settimeout(2.0)
         if probe.connect_ex((loopback(host), port)) == 0:
             raise PortInUse(taken)
-
-
-def hold_port(host: str = "127.0.0.1", port: int = 0) -> socket.socket:
-    """Bind ``port`` (0: a free one) without listening, so that only a ``SO_REUSEPORT`` server
-    of this user can bind it until the returned socket is closed."""
-    hold = socket.socket(_family(host), socket.SOCK_STREAM)
-    hold.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
-    try:
-        hold.bind((host, port))
-    except OSError:
-        hold.close()
-        raise
-    return hold
 
 
 def recorded_port(path: Path) -> int:

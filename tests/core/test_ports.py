@@ -11,10 +11,10 @@ import pytest
 from appliance.core.ports import (
     PortInUse,
     check_port_free,
-    hold_port,
     listening_ports,
     recorded_port,
 )
+from tests.support.processes import held_port
 
 
 def reuseport_listener(port: int) -> socket.socket:
@@ -26,16 +26,15 @@ def reuseport_listener(port: int) -> socket.socket:
 
 
 def test_a_held_port_is_free_for_a_reuseport_server_and_for_nobody_else() -> None:
-    with hold_port() as hold:
-        port = hold.getsockname()[1]
-        check_port_free("127.0.0.1", port, "MAXY_PORT")  # the hold keeps it for the server
-        with socket.socket() as other, pytest.raises(OSError):
-            other.bind(("127.0.0.1", port))  # a program without SO_REUSEPORT cannot take it
-        with reuseport_listener(port) as server:  # Granian's way of binding
-            assert port in listening_ports(os.getpid())
-            with pytest.raises(PortInUse, match=f"Port {port} is already in use.*MAXY_PORT"):
-                check_port_free("127.0.0.1", port, "MAXY_PORT")  # a second Maxy would share it
-            server.close()
+    port = held_port()  # held until the module ends
+    check_port_free("127.0.0.1", port, "MAXY_PORT")  # the hold keeps it for the server
+    with socket.socket() as other, pytest.raises(OSError):
+        other.bind(("127.0.0.1", port))  # a program without SO_REUSEPORT cannot take it
+    with reuseport_listener(port) as server:  # Granian's way of binding
+        assert port in listening_ports(os.getpid())
+        with pytest.raises(PortInUse, match=f"Port {port} is already in use.*MAXY_PORT"):
+            check_port_free("127.0.0.1", port, "MAXY_PORT")  # a second Maxy would share it
+        server.close()
 
 
 def test_a_port_bound_without_reuseport_is_taken() -> None:

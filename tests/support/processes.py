@@ -28,7 +28,7 @@ import httpx
 import pytest
 
 from appliance.core.config import Settings, load_settings
-from appliance.core.ports import hold_port, listening_ports
+from appliance.core.ports import listening_ports
 from appliance.core.proc import stop_group
 from appliance.graphdb.instance import Neo4jInstance
 
@@ -64,7 +64,9 @@ def held_port() -> int:
     The hold binds without listening and with ``SO_REUSEPORT``, so a Granian role (which sets
     it too) binds the same port beside it.
     """
-    hold = hold_port()
+    hold = socket.socket()
+    hold.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+    hold.bind(("127.0.0.1", 0))
     _HELD_PORTS.append(hold)
     return int(hold.getsockname()[1])
 
