@@ -5,7 +5,7 @@
     maxy app                      the web UI and JSON API on a Unix socket
     maxy manager                  Claude Code sessions in PTYs, HTTP + SSE on a Unix socket
     maxy engine                   retrieval engine (Neo4j pool + embedding model), RPC socket
-    maxy mcp                      memory tools over MCP/stdio, for claude sessions
+    maxy mcp [--plugin NAME]      one plugin's tools over MCP/stdio, for claude sessions
     maxy memory search|ingest     search or ingest through the engine
     maxy reindex                  embed nodes whose embedding is missing or stale
     maxy doctor                   check the environment and say what to fix
@@ -63,6 +63,7 @@ FATAL_AREAS: dict[str, str] = {
     "appliance.agents.errors.AgentStoreError": "agents",
     "appliance.app.publish.PublishError": "sites",
     "appliance.firstboot.FirstbootError": "firstboot",
+    "appliance.plugins.errors.PluginError": "plugins",
 }
 
 
@@ -168,13 +169,21 @@ def cmd_engine(settings: Settings, args: argparse.Namespace) -> int:
 
 
 def cmd_mcp(settings: Settings, args: argparse.Namespace) -> int:
-    """Serve the memory tools over MCP on stdin/stdout (spawned by each claude session)."""
+    """Serve one plugin's tools over MCP on stdin/stdout (spawned by each claude session)."""
     from appliance.mcp import server
+    from appliance.mcp.tools import plugins_with_tools
+    from appliance.plugins.errors import PluginNotFound
+
+    if args.plugin not in plugins_with_tools():
+        raise PluginNotFound(
+            f"maxy mcp --plugin {args.plugin}: no shipped plugin of that name has tools "
+            f"(those that do: {', '.join(plugins_with_tools())})."
+        )
 
     environ = dict(os.environ)
     # The PTY manager sets ACCOUNT_ID; a hand-run `maxy mcp` falls back to MAXY_ACCOUNT_ID.
     environ.setdefault("ACCOUNT_ID", settings.account_id)
-    server.serve(settings, environ)
+    server.serve(settings, environ, args.plugin)
     return 0
 
 
@@ -300,9 +309,9 @@ def build_parser() -> argparse.ArgumentParser:
     ota_commands.add_parsers(sub)
     publish.add_parsers(sub)
     agent_knowledge.add_parsers(sub)
-    sub.add_parser("mcp", help="memory tools for a claude session, MCP over stdio").set_defaults(
-        func=cmd_mcp
-    )
+    mcp = sub.add_parser("mcp", help="one plugin's tools for a claude session, MCP over stdio")
+    mcp.add_argument("--plugin", default="memory", help="the plugin whose tools to serve")
+    mcp.set_defaults(func=cmd_mcp)
     doctor = sub.add_parser("doctor", help="check the environment and say what to fix")
     doctor.add_argument("--settings", action="store_true", help="print every setting")
     doctor.set_defaults(func=cmd_doctor)

@@ -1,4 +1,4 @@
-"""The stdio MCP server: list the tool table, forward calls to the engine over RPC.
+"""The stdio MCP server of one plugin: list its tools, run each call (engine RPC or local).
 
 Every tool call, failed ones included, is then sent to the engine's ``audit.record`` (see
 :mod:`appliance.memory.audit`) before its result goes back to the agent; a call of a durable
@@ -23,7 +23,7 @@ from mcp.server.stdio import stdio_server
 from appliance.core.config import Settings
 from appliance.core.identity import Caller
 from appliance.core.version import __version__
-from appliance.mcp.tools import BY_NAME, TOOLS
+from appliance.mcp.tools import Tool, ToolContext, ToolError, tools_of
 from appliance.memory.text import search_text
 from appliance.rpc.client import RpcClient
 from appliance.rpc.protocol import RemoteError, RpcError
@@ -31,6 +31,9 @@ from appliance.rpc.protocol import RemoteError, RpcError
 log = logging.getLogger(__name__)
 
 TOOL_TIMEOUT = 120.0
+INSTRUCTIONS = {
+    "memory": "The owner's memory graph: search it before answering, write what you learn.",
+}
 AUDIT_TIMEOUT = 5.0
 
 
@@ -41,11 +44,16 @@ def render(method: str, result: Any) -> str:
     return json.dumps(result, indent=2, ensure_ascii=False, default=str)
 
 
-def build_server(settings: Settings, environ: Mapping[str, str]) -> Server[Any]:
-    """A low-level MCP server bound to the engine and to this process's caller identity."""
+def build_server(
+    settings: Settings, environ: Mapping[str, str], plugin: str = "memory"
+) -> Server[Any]:
+    """A low-level MCP server of one plugin's tools, bound to this process's caller identity."""
     caller = Caller.from_environ(environ)
     engine = RpcClient(settings.engine_socket, timeout=TOOL_TIMEOUT)
     auditor = RpcClient(settings.engine_socket, timeout=AUDIT_TIMEOUT)
+    tools = tools_of(plugin)
+    by_name: dict[str, Tool] = {tool.name: tool for tool in tools}
+    context = ToolContext(settings, caller, engine)
 
     async def list_tools(
         ctx: Any, params: types.PaginatedRequestParams | None
@@ -58,7 +66,7 @@ def build_server(settings: Settings, environ: Mapping[str, str]) -> Server[Any]:
                     input_schema=tool.schema,
                     _meta=tool.meta or None,
                 )
-                for tool in TOOLS
+                for tool in tools
             ]
         )
 
@@ -91,7 +99,7 @@ def build_server(settings: Settings, environ: Mapping[str, str]) -> Server[Any]:
             "ms": round(ms, 1),
             "sessionId": caller.session_id,
         }
-        tool = BY_NAME.get(params.name)
+        tool = by_name.get(params.name)
         if tool is not None and tool.durable:
             request["durable"] = True
             if not result.is_error:
@@ -106,15 +114,14 @@ def build_server(settings: Settings, environ: Mapping[str, str]) -> Server[Any]:
             )
 
     async def invoke(params: types.CallToolRequestParams) -> types.CallToolResult:
-        tool = BY_NAME.get(params.name)
+        tool = by_name.get(params.name)
         if tool is None:
             return _error(f"There is no tool {params.name!r}.")
-        arguments = params.arguments or {}
-        forwarded = {k: v for k, v in arguments.items() if k in tool.forwarded}
-        # The caller comes from the environment, after the arguments: it cannot be overridden.
-        request = {**forwarded, "caller": caller.to_wire()}
         try:
-            result = await engine.call(tool.method.name, request)
+            text, result = await run(tool, params.arguments or {})
+        except ToolError as err:
+            log.warning("[mcp] op=call tool=%s error=refused", tool.name)
+            return _error(str(err))
         except RemoteError as err:
             log.warning("[mcp] op=call tool=%s error=%s", tool.name, err.code)
             return _error(f"{tool.name} failed ({err.code}): {err}")
@@ -123,14 +130,24 @@ def build_server(settings: Settings, environ: Mapping[str, str]) -> Server[Any]:
             return _error(f"The memory engine is not available: {err}. Try again shortly.")
         log.info("[mcp] op=call tool=%s", tool.name)
         return types.CallToolResult(
-            content=[types.TextContent(type="text", text=render(tool.method.name, result))],
+            content=[types.TextContent(type="text", text=text)],
             structured_content=result if isinstance(result, dict) else None,
         )
 
+    async def run(tool: Tool, arguments: dict[str, Any]) -> tuple[str, Any]:
+        if tool.handler is not None:
+            result = await tool.handler(context, arguments)
+            return (result if isinstance(result, str) else render("", result)), result
+        assert tool.method is not None
+        forwarded = {k: v for k, v in arguments.items() if k in tool.forwarded}
+        # The caller comes from the environment, after the arguments: it cannot be overridden.
+        result = await engine.call(tool.method.name, {**forwarded, "caller": caller.to_wire()})
+        return render(tool.method.name, result), result
+
     return Server(
-        "maxy-memory",
+        f"maxy-{plugin}",
         version=__version__,
-        instructions="The owner's memory graph: search it before answering, write what you learn.",
+        instructions=INSTRUCTIONS.get(plugin),
         on_list_tools=list_tools,
         on_call_tool=call_tool,
     )
@@ -142,9 +159,9 @@ def _error(message: str) -> types.CallToolResult:
     )
 
 
-def serve(settings: Settings, environ: Mapping[str, str]) -> None:
-    """Serve MCP over stdin/stdout until the client closes it."""
-    server = build_server(settings, environ)
+def serve(settings: Settings, environ: Mapping[str, str], plugin: str = "memory") -> None:
+    """Serve one plugin's tools over MCP on stdin/stdout until the client closes it."""
+    server = build_server(settings, environ, plugin)
 
     async def main() -> None:
         async with stdio_server() as (read_stream, write_stream):

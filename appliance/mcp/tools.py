@@ -1,16 +1,27 @@
-"""The tool table: name, description, ``_meta``, and the engine method behind each tool.
+"""The tool table: every MCP tool, the plugin that ships it, and what implements it.
 
-Input schemas are not written here: each is the request type of the tool's engine method
-(:mod:`appliance.rpc.engine`) cut to the arguments the tool exposes, so the MCP view and the
-engine's contract cannot drift apart.
+A tool is one of two kinds:
+
+- **engine-backed** (``method``): the call is forwarded to an engine RPC method. Its input schema
+  is not written here: it is the request type of that method (:mod:`appliance.rpc.engine`) cut to
+  the arguments the tool exposes, so the MCP view and the engine's contract cannot drift apart.
+- **local** (``handler`` with its own ``input_schema``): the call runs inside the ``maxy mcp``
+  process (the clock, a web fetch, the session manager), with a :class:`ToolContext`.
+
+``maxy mcp --plugin NAME`` serves the tools whose ``plugin`` is NAME; each plugin's ``PLUGIN.md``
+lists the same names (a test holds the two equal).
 """
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from appliance.core.config import Settings
+from appliance.core.identity import Caller
 from appliance.rpc import engine as api
+from appliance.rpc.client import RpcClient
 from appliance.rpc.contract import Method
 
 # Claude Code loads these tools up front instead of deferring them to tool search.
@@ -19,13 +30,32 @@ ALWAYS_LOAD = {"anthropic/alwaysLoad": True}
 LARGE_RESULT = {"anthropic/maxResultSizeChars": 80_000}
 
 
+class ToolError(Exception):
+    """A local tool's refusal or failure: the message is what the agent reads (is_error)."""
+
+
+@dataclass(frozen=True)
+class ToolContext:
+    """What a local tool's handler may use: the settings, the caller, the engine."""
+
+    settings: Settings
+    caller: Caller
+    engine: RpcClient
+
+
+Handler = Callable[[ToolContext, dict[str, Any]], Awaitable[Any]]
+
+
 @dataclass(frozen=True)
 class Tool:
-    """One MCP tool and the engine RPC method that implements it."""
+    """One MCP tool: an engine RPC method, or a local handler with its own schema."""
 
     name: str
-    method: Method[Any, Any]
     description: str
+    plugin: str = "memory"
+    method: Method[Any, Any] | None = None
+    handler: Handler | None = None
+    input_schema: dict[str, Any] | None = None
     meta: dict[str, Any] = field(default_factory=dict)
     # Arguments forwarded to the engine (wire names); anything else in the call is ignored.
     forwarded: tuple[str, ...] = ()
@@ -35,10 +65,19 @@ class Tool:
     produces: str | None = None
     produces_label: str | None = None
 
+    def __post_init__(self) -> None:
+        if (self.method is None) == (self.handler is None):
+            raise ValueError(f"tool {self.name}: give exactly one of method or handler")
+        if self.handler is not None and self.input_schema is None:
+            raise ValueError(f"tool {self.name}: a local tool needs its input_schema")
+
     @property
     def schema(self) -> dict[str, Any]:
-        """The tool's input schema: its method's request type, only the forwarded arguments."""
-        return self.method.schema(self.forwarded)
+        """The tool's input schema: its method's request type (forwarded arguments) or its own."""
+        if self.method is not None:
+            return self.method.schema(self.forwarded)
+        assert self.input_schema is not None
+        return self.input_schema
 
     @property
     def durable(self) -> bool:
@@ -55,7 +94,7 @@ class Tool:
         return [{"label": label, "id": node_id}]
 
 
-TOOLS: tuple[Tool, ...] = (
+MEMORY_TOOLS: tuple[Tool, ...] = (
     Tool(
         name="memory-search",
         method=api.SEARCH,
@@ -159,4 +198,16 @@ TOOLS: tuple[Tool, ...] = (
     ),
 )
 
+# Every plugin's tools, in one table (a plugin's module adds its tuple here).
+TOOLS: tuple[Tool, ...] = MEMORY_TOOLS
 BY_NAME = {tool.name: tool for tool in TOOLS}
+
+
+def tools_of(plugin: str) -> tuple[Tool, ...]:
+    """The tools one plugin's MCP server serves (empty for a plugin of no tools)."""
+    return tuple(tool for tool in TOOLS if tool.plugin == plugin)
+
+
+def plugins_with_tools() -> list[str]:
+    """The plugins whose tools live in this table, sorted."""
+    return sorted({tool.plugin for tool in TOOLS})
