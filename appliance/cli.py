@@ -6,6 +6,7 @@
     maxy manager                  Claude Code sessions in PTYs, HTTP + SSE on a Unix socket
     maxy engine                   retrieval engine (Neo4j pool + embedding model), RPC socket
     maxy mcp [--plugin NAME]      one plugin's tools over MCP/stdio, for claude sessions
+    maxy mcp-helper … -- CMD      the parent of a session's plugin MCP server (logs its life)
     maxy memory search|ingest     search or ingest through the engine
     maxy reindex                  embed nodes whose embedding is missing or stale
     maxy doctor                   check the environment and say what to fix
@@ -187,6 +188,14 @@ def cmd_mcp(settings: Settings, args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_mcp_helper(settings: Settings, args: argparse.Namespace) -> int:
+    """Run one plugin MCP server as its parent: stderr teed, spawn/boot/exit logged."""
+    from appliance.mcp import helper
+
+    command = args.command_line[1:] if args.command_line[:1] == ["--"] else args.command_line
+    return helper.main(args.session, args.server, args.log_dir, command)
+
+
 def cmd_doctor(settings: Settings, args: argparse.Namespace) -> int:
     """Check the environment."""
     from appliance.doctor import run_checks
@@ -312,6 +321,12 @@ def build_parser() -> argparse.ArgumentParser:
     mcp = sub.add_parser("mcp", help="one plugin's tools for a claude session, MCP over stdio")
     mcp.add_argument("--plugin", default="memory", help="the plugin whose tools to serve")
     mcp.set_defaults(func=cmd_mcp)
+    helper = sub.add_parser("mcp-helper", help="the parent of a session's plugin MCP server")
+    helper.add_argument("--session", required=True, help="the session's id")
+    helper.add_argument("--server", required=True, help="the server's (plugin's) name")
+    helper.add_argument("--log-dir", required=True, help="where its stderr and log lines go")
+    helper.add_argument("command_line", nargs=argparse.REMAINDER, help="-- COMMAND…")
+    helper.set_defaults(func=cmd_mcp_helper)
     doctor = sub.add_parser("doctor", help="check the environment and say what to fix")
     doctor.add_argument("--settings", action="store_true", help="print every setting")
     doctor.set_defaults(func=cmd_doctor)

@@ -28,13 +28,12 @@ from anthropic.types import MessageParam
 from appliance.agents.anthropic_client import AnthropicClient
 from appliance.agents.errors import AgentConfigError
 from appliance.agents.gateway import Screening
-from appliance.core.accounts import Account
+from appliance.core.accounts import Account, BrandMissing, fill_brand
 
 log = logging.getLogger(__name__)
 
 MAX_TOKENS = 1024
 HISTORY_MESSAGES = 20  # earlier turns sent with each message
-PLACEHOLDER = "{{productName}}"
 
 
 @dataclass(frozen=True)
@@ -56,14 +55,11 @@ def knowledge_file(folder: Path) -> Path | None:
 
 
 def product_name(account: Account) -> str:
-    """The brand's product name; its absence is the owner's to fix."""
-    name = account.brand.get("productName")
-    if not isinstance(name, str) or not name.strip():
-        raise AgentConfigError(
-            f"The account {account.id} has no brand.productName in its account.json: public "
-            "agents need it for {{productName}}. Add it to the account's brand."
-        )
-    return name.strip()
+    """The brand's product name; its absence is the owner's to fix (an agent set-up error)."""
+    try:
+        return account.product_name()
+    except BrandMissing as err:
+        raise AgentConfigError(str(err)) from err
 
 
 def system_prompt(folder: Path, account: Account) -> str:
@@ -81,7 +77,7 @@ def system_prompt(folder: Path, account: Account) -> str:
         text = path.read_text(errors="replace").strip()
         if text:
             parts.append(f"<{title.lower()}>\n{text}\n</{title.lower()}>")
-    return "\n\n".join(parts).replace(PLACEHOLDER, name)
+    return fill_brand("\n\n".join(parts), name)
 
 
 def metadata_block(screening: Screening) -> str:

@@ -289,7 +289,7 @@ def routes(ctx: AppContext) -> list[BaseRoute]:
     # One credential check at a time: parallel guesses cannot outrun the throttle.
     checking = asyncio.Lock()
     templates = Jinja2Templates(directory=TEMPLATES)
-    brand = str(ctx.account.brand.get("productName") or "Maxy")
+    brand = ctx.account.product_name()
 
     def page(request: Request, name: str, title: str, **context: Any) -> Response:
         response = templates.TemplateResponse(

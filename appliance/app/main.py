@@ -53,6 +53,7 @@ def create_app(settings: Settings | None = None) -> Starlette:
     die_with_server()
     settings = settings or load_settings()
     account = validate_account_id(settings.accounts_dir, settings.account_id)
+    account.product_name()  # every page shows it: a missing one stops the app at start
     ctx = AppContext(
         settings=settings,
         account=account,

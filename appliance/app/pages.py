@@ -109,8 +109,8 @@ def vendor_version() -> str:
 
 
 def brand_of(ctx: AppContext) -> str:
-    """The product name pages show: the account's brand, else Maxy."""
-    return str(ctx.account.brand.get("productName") or "Maxy")
+    """The product name pages show: the account's brand (checked when the app starts)."""
+    return ctx.account.product_name()
 
 
 def mode_menu(default: str) -> list[dict[str, Any]]:

@@ -7,7 +7,12 @@ none is fatal, reported as one line ``[graph-health] account-id-env FATAL reason
 Errors::
 
     AccountError
-    └── AccountIdError        (reason: missing | no-on-disk-account | mismatch)
+    ├── AccountIdError        (reason: missing | no-on-disk-account | mismatch)
+    └── BrandMissing          the account has no brand.productName
+
+The brand's product name fills ``{{productName}}`` wherever shipped or owner-written text is read
+(plugins, skills, roles, agent prompts, pages): :meth:`Account.product_name` and
+:func:`fill_brand`. There is no default name: a missing one is the owner's to fix.
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ from appliance.core.fsio import write_atomic
 log = logging.getLogger(__name__)
 
 ACCOUNT_FILE = "account.json"
+BRAND_PLACEHOLDER = "{{productName}}"
 DEFAULT_AGENT = "maxy"
 _UUID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
 
@@ -47,6 +53,15 @@ class AccountIdError(AccountError):
         return f"[graph-health] account-id-env FATAL reason={self.reason}"
 
 
+class BrandMissing(AccountError):
+    """The account's brand names no product."""
+
+
+def fill_brand(text: str, product_name: str) -> str:
+    """``text`` with every ``{{productName}}`` replaced by the brand's product name."""
+    return text.replace(BRAND_PLACEHOLDER, product_name)
+
+
 @dataclass(frozen=True)
 class Account:
     """One account as stored in account.json."""
@@ -56,6 +71,16 @@ class Account:
     created_at: str
     default_agent: str
     brand: dict[str, Any]
+
+    def product_name(self) -> str:
+        """The brand's product name, or :class:`BrandMissing` saying how to set it."""
+        name = self.brand.get("productName")
+        if not isinstance(name, str) or not name.strip():
+            raise BrandMissing(
+                f"The account {self.id} has no brand.productName in its account.json; "
+                '{{productName}} needs it. Add it, e.g. "brand": {"productName": "Maxy"}.'
+            )
+        return name.strip()
 
     def to_json(self) -> dict[str, Any]:
         """Return the on-disk form."""

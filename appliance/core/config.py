@@ -228,6 +228,13 @@ SETTINGS: tuple[Setting, ...] = (
         "File holding the Neo4j password (default: data_dir/keys/neo4j-password).",
         _optional_path,
     ),
+    Setting(
+        "premium_dir",
+        None,
+        "Premium plugin bundles (BUNDLE.md + plugins/…) an account's brand may ship "
+        "(default: the ones inside the program).",
+        _optional_path,
+    ),
     Setting("neo4j_version", "2026.08.1", "Neo4j release the development instance runs."),
     Setting(
         "neo4j_home",
@@ -443,6 +450,7 @@ class Settings:
     neo4j_user: str
     neo4j_password_file: Path | None
     neo4j_version: str
+    premium_dir: Path | None
     neo4j_home: Path | None
     neo4j_heap: str
     neo4j_pagecache: str

@@ -212,13 +212,17 @@ async def _refuse(scope: Scope, send: Send, status: int, body: bytes) -> None:
 
 
 def _brand(settings: Settings) -> str:
-    """The product name the account shows (the restarting page carries it)."""
+    """The product name the account shows (the restarting page carries it).
+
+    An account the edge cannot read is the app's to report (the edge must still answer, with a
+    neutral name); a readable account without a product name stops the edge at start.
+    """
     try:
         account = validate_account_id(settings.accounts_dir, settings.account_id)
     except AccountError as err:
-        log.warning("[edge] op=brand fallback=Maxy reason=%r", str(err))
-        return "Maxy"
-    return str(account.brand.get("productName") or "Maxy")
+        log.warning("[edge] op=brand fallback=device reason=%r", str(err))
+        return "This device"
+    return account.product_name()
 
 
 def create_app(settings: Settings | None = None) -> Edge:

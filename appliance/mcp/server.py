@@ -25,6 +25,7 @@ from appliance.core.identity import Caller
 from appliance.core.version import __version__
 from appliance.mcp.tools import Tool, ToolContext, ToolError, tools_of
 from appliance.memory.text import search_text
+from appliance.plugins.claude import ALLOWED_TOOLS_ENV
 from appliance.rpc.client import RpcClient
 from appliance.rpc.protocol import RemoteError, RpcError
 
@@ -52,6 +53,9 @@ def build_server(
     engine = RpcClient(settings.engine_socket, timeout=TOOL_TIMEOUT)
     auditor = RpcClient(settings.engine_socket, timeout=AUDIT_TIMEOUT)
     tools = tools_of(plugin)
+    allowed = environ.get(ALLOWED_TOOLS_ENV)
+    if allowed is not None:  # a public session's server lists only the public-allowed tools
+        tools = tuple(tool for tool in tools if tool.name in allowed.split(","))
     by_name: dict[str, Tool] = {tool.name: tool for tool in tools}
     context = ToolContext(settings, caller, engine)
 

@@ -2,13 +2,16 @@
 
 Two kinds of spawn:
 
-- ``rc-spawn`` (admin): the owner's agent. An MCP config registers ``maxy mcp`` with the account's
-  environment (ACCOUNT_ID, SESSION_ID, MAXY_* paths), ``--add-dir`` names the bundled agent
+- ``rc-spawn`` (admin): the owner's agent. Every enabled plugin is registered before the first
+  turn (:mod:`appliance.plugins.claude`): its MCP server in ``--mcp-config`` (through ``maxy
+  mcp-helper``, with the account's environment), its roles and skills in a generated
+  ``--plugin-dir``, its instructions in the system prompt; ``--add-dir`` names the bundled agent
   directories, permission mode and model come from the request or the settings, and
   ``--resume`` continues an earlier session.
-- ``public-spawn``: a visitor's chat, toolless by construction: an MCP config with zero servers
-  and ``--strict-mcp-config``, no built-in tools (``--tools ""``), an empty allow-list and a deny
-  list covering the native tools and every MCP tool.
+- ``public-spawn``: a visitor's chat: ``--strict-mcp-config`` with only the plugins that allow a
+  public tool (their servers list only those tools), no built-in tools (``--tools ""``), an
+  allow-list of exactly the public tools and a deny list covering the native tools and every
+  other MCP tool. With no public plugin it is toolless.
 
 An admin spawn also starts with what the memory graph holds for it: the engine's
 ``context.previous`` block (``<previous-context>`` — latest review digest, open tasks, recent
@@ -41,10 +44,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+from appliance.core.accounts import Account
 from appliance.core.config import PERMISSION_MODES, Settings
 from appliance.core.fsio import read_secret, write_atomic
 from appliance.core.identity import Caller
 from appliance.core.resources import external_environ
+from appliance.plugins.claude import Registration, register
+from appliance.plugins.resolver import Installed, read_account_file, resolve
 from appliance.rpc.client import RpcClient
 from appliance.rpc.protocol import RpcError
 from appliance.sessions.errors import BadRequest, ClaudeNotFound
@@ -258,7 +264,13 @@ class Spawner:
         ]
 
     def prepare(self) -> None:
-        """Create the config dir and seed it (once at start; cheap to repeat)."""
+        """Check the plugins, create the config dir and seed it (once at start; cheap again)."""
+        installed = self.plugins()  # a refusal stops the manager here, with its one line
+        log.info(
+            "[plugins] op=resolved enabled=%s missing=%s",
+            ",".join(p.name for p in installed.enabled) or "-",
+            ",".join(installed.missing()) or "-",
+        )
         self.public_dir.mkdir(parents=True, exist_ok=True)
         seed_config(self.config_dir, self.api_key, self.working_dirs())
 
@@ -272,26 +284,34 @@ class Spawner:
                 return agent_dir.resolve()
         return self.public_dir.resolve()
 
-    def mcp_config(self, session_id: str) -> dict[str, Any]:
-        """The admin MCP config: ``maxy mcp`` with the account's environment."""
+    def server_env(self, session_id: str) -> dict[str, str]:
+        """The environment of a session's plugin MCP servers: the account and the paths."""
         settings = self.settings
         return {
-            "mcpServers": {
-                "maxy": {
-                    "type": "stdio",
-                    "command": self.mcp_command[0],
-                    "args": [*self.mcp_command[1:], "mcp"],
-                    "env": {
-                        "ACCOUNT_ID": self.account_id,
-                        "SESSION_ID": session_id,
-                        "MAXY_ACCOUNT_ID": self.account_id,
-                        "MAXY_DATA_DIR": str(settings.data_dir),
-                        "MAXY_RUNTIME_DIR": str(settings.runtime_dir),
-                        "MAXY_LOG_LEVEL": settings.log_level,
-                    },
-                }
-            }
+            "ACCOUNT_ID": self.account_id,
+            "SESSION_ID": session_id,
+            "MAXY_ACCOUNT_ID": self.account_id,
+            "MAXY_DATA_DIR": str(settings.data_dir),
+            "MAXY_RUNTIME_DIR": str(settings.runtime_dir),
+            "MAXY_LOG_LEVEL": settings.log_level,
         }
+
+    def plugins(self) -> Installed:
+        """The account's plugins, read again at each spawn (a refusal stops the spawn)."""
+        return resolve(self.settings, self.account_id)
+
+    def registration(self, kind: Kind, session_id: str) -> Registration:
+        """What this spawn gets from the enabled plugins (servers, roles, skills, prompt)."""
+        product = Account.from_json(read_account_file(self.settings, self.account_id))
+        return register(
+            self.plugins(),
+            kind,
+            product.product_name(),
+            session_id,
+            self.mcp_command,
+            self.server_env(session_id),
+            self.config_dir,
+        )
 
     async def previous_context(self, request: SpawnRequest) -> str | None:
         """The ``<previous-context>`` block for an admin spawn; None for public or on failure."""
@@ -328,17 +348,23 @@ class Spawner:
         if token is not None:
             env.pop("ANTHROPIC_API_KEY", None)
             env["CLAUDE_CODE_OAUTH_TOKEN"] = token
+        plugins = self.registration(request.kind, session_id)
+        argv += ["--mcp-config", json.dumps({"mcpServers": plugins.servers})]
         if request.kind == "admin":
             mode = request.permission_mode or self.settings.claude_permission_mode
-            argv += ["--mcp-config", json.dumps(self.mcp_config(session_id))]
+            if plugins.plugin_dir is not None:
+                argv += ["--plugin-dir", str(plugins.plugin_dir)]
             for folder in self.agent_dirs():
                 argv += ["--add-dir", str(folder.resolve())]
             env.update(ACCOUNT_ID=self.account_id)
         else:
             mode = PUBLIC_PERMISSION_MODE
-            argv += ["--mcp-config", json.dumps({"mcpServers": {}}), "--strict-mcp-config"]
-            argv += ["--tools", "", "--allowedTools", ""]
-            argv += ["--disallowedTools", ",".join(DENIED_TOOLS)]
+            argv += ["--strict-mcp-config", "--tools", ""]
+            argv += ["--allowedTools", ",".join(plugins.allowed)]
+            # Every MCP tool is denied unless a public plugin allows some: then only its other
+            # tools are (and dontAsk refuses whatever no rule allows).
+            native = [t for t in DENIED_TOOLS if t != "mcp__*" or not plugins.allowed]
+            argv += ["--disallowedTools", ",".join([*native, *plugins.denied])]
             env.update(ACCOUNT_ID=self.account_id, ALLOWED_SCOPES="public")
             if request.agent:
                 env["AGENT_SLUG"] = request.agent
@@ -346,6 +372,8 @@ class Spawner:
         if model:
             argv += ["--model", model]
         appended = [request.system_prompt] if request.system_prompt else []
+        if plugins.instructions:
+            appended.insert(0, plugins.instructions)
         if context and request.kind == "admin":
             appended.insert(0, context)
         if appended:
@@ -367,6 +395,7 @@ class Spawner:
             "closeAfterTurn": request.close_after_turn,
             "agent": request.agent,
             "cwd": str(cwd),
+            "plugins": list(plugins.plugins),
         }
         return Plan(session_id, argv, env, cwd, sidecar)
 

@@ -57,6 +57,7 @@ DEFAULTS: list[tuple[str, Any]] = [
     ("neo4j_uri", "bolt://127.0.0.1:7687"),
     ("neo4j_user", "neo4j"),
     ("neo4j_password_file", None),
+    ("premium_dir", None),
     ("neo4j_version", "2026.08.1"),
     ("neo4j_home", None),
     ("neo4j_heap", "512m"),
