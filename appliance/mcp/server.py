@@ -23,7 +23,7 @@ from mcp.server.stdio import stdio_server
 from appliance.core.config import Settings
 from appliance.core.identity import Caller
 from appliance.core.version import __version__
-from appliance.mcp.tools import Tool, ToolContext, ToolError, tools_of
+from appliance.mcp.tools import ALWAYS_LOAD, Tool, ToolContext, ToolError, tools_of
 from appliance.memory.text import search_text
 from appliance.plugins.claude import ALLOWED_TOOLS_ENV
 from appliance.rpc.client import RpcClient
@@ -68,7 +68,7 @@ def build_server(
                     name=tool.name,
                     description=tool.description,
                     input_schema=tool.schema,
-                    _meta=tool.meta or None,
+                    _meta={**ALWAYS_LOAD, **tool.meta},
                 )
                 for tool in tools
             ]

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from appliance.core.accounts import fill_brand
-from appliance.core.fsio import write_atomic
+from appliance.core.fsio import fsync_dir
 from appliance.plugins.format import Plugin
 from appliance.plugins.resolver import Installed
 
@@ -72,8 +72,10 @@ def servers_for(
         if plugin.server is None:
             continue
         server_env = {**env, **dict(plugin.server.env)}
+        # The declared tools are the allow-list: a public spawn's, only the public ones.
+        tools = plugin.public_tools if kind == "public" else plugin.tools
+        server_env[ALLOWED_TOOLS_ENV] = ",".join(t.name for t in tools)
         if kind == "public":
-            server_env[ALLOWED_TOOLS_ENV] = ",".join(t.name for t in plugin.public_tools)
             server_env["ALLOWED_SCOPES"] = "public"
         wrapper = [
             *self_command[1:],
@@ -100,6 +102,12 @@ def _front_matter_line(key: str, value: str) -> str:
     return f"{key}: {json.dumps(value)}"
 
 
+def _put(path: Path, text: str) -> None:
+    # Inside a staging tree: the rename of the whole tree is what makes it appear at once.
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text, encoding="utf-8")
+
+
 def _generate(plugins: Sequence[Plugin], product: str, folder: Path) -> None:
     """Write one Claude Code plugin per Maxy plugin under ``folder`` (roles and skills only)."""
     for plugin in plugins:
@@ -107,13 +115,13 @@ def _generate(plugins: Sequence[Plugin], product: str, folder: Path) -> None:
             continue
         out = folder / plugin.name
         manifest = {"name": plugin.name, "description": fill_brand(plugin.description, product)}
-        write_atomic(out / ".claude-plugin" / "plugin.json", json.dumps(manifest, indent=2) + "\n")
+        _put(out / ".claude-plugin" / "plugin.json", json.dumps(manifest, indent=2) + "\n")
         for role in plugin.agents:
             text = plugin.agent_path(role).read_text(encoding="utf-8")
-            write_atomic(out / "agents" / f"{role}.md", fill_brand(text, product))
+            _put(out / "agents" / f"{role}.md", fill_brand(text, product))
         for skill in plugin.skills:
             text = plugin.skill_path(skill).read_text(encoding="utf-8")
-            write_atomic(out / "skills" / skill / "SKILL.md", fill_brand(text, product))
+            _put(out / "skills" / skill / "SKILL.md", fill_brand(text, product))
 
 
 def generated_dir(plugins: Sequence[Plugin], product: str, root: Path) -> Path | None:
@@ -129,9 +137,10 @@ def generated_dir(plugins: Sequence[Plugin], product: str, root: Path) -> Path |
     staging = root / GENERATED / f".{key}.partial"
     shutil.rmtree(staging, ignore_errors=True)
     _generate(plugins, product, staging)
+    fsync_dir(staging)
     staging.rename(folder)
     for old in (root / GENERATED).iterdir():  # keep only the current tree
-        if old.name not in (key,) and not old.name.startswith("."):
+        if old.name != key and not old.name.startswith("."):
             shutil.rmtree(old, ignore_errors=True)
     return folder
 

@@ -110,3 +110,10 @@ class SpawnTimeout(SessionError):
 
     status = 504
     code = "spawn-timeout"
+
+
+class PluginsBroken(SessionError):
+    """The account's plugins cannot be read or resolved: no session starts until they are fixed."""
+
+    status = 503
+    code = "plugins-refused"

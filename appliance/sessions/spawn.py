@@ -53,7 +53,8 @@ from appliance.plugins.claude import Registration, register
 from appliance.plugins.resolver import Installed, read_account_file, resolve
 from appliance.rpc.client import RpcClient
 from appliance.rpc.protocol import RpcError
-from appliance.sessions.errors import BadRequest, ClaudeNotFound
+from appliance.plugins.errors import PluginError
+from appliance.sessions.errors import BadRequest, ClaudeNotFound, PluginsBroken
 
 log = logging.getLogger(__name__)
 
@@ -300,11 +301,19 @@ class Spawner:
         """The account's plugins, read again at each spawn (a refusal stops the spawn)."""
         return resolve(self.settings, self.account_id)
 
+    def checked_plugins(self) -> Installed:
+        """:meth:`plugins` for a spawn: a refusal is the spawn's answer, a 503 naming it."""
+        try:
+            return self.plugins()
+        except PluginError as err:
+            log.error("[plugins] %s", err)
+            raise PluginsBroken(f"{err}. Fix or remove that plugin, then try again.") from err
+
     def registration(self, kind: Kind, session_id: str) -> Registration:
         """What this spawn gets from the enabled plugins (servers, roles, skills, prompt)."""
         product = Account.from_json(read_account_file(self.settings, self.account_id))
         return register(
-            self.plugins(),
+            self.checked_plugins(),
             kind,
             product.product_name(),
             session_id,

@@ -10,9 +10,12 @@ from typing import Any
 
 import pytest
 
+from appliance.core.config import load_settings
+from appliance.plugins.claude import tool_name
+from appliance.plugins.resolver import account_root, resolve, write_enabled
 from tests.fakes.anthropic_api import FakeAnthropic
 from tests.sessions.conftest import Manager
-from tests.support.processes import real_claude
+from tests.support.processes import real_claude, wait_until
 
 CLAUDE = real_claude()
 
@@ -46,3 +49,85 @@ def test_the_real_cli_runs_a_turn_and_stops_cleanly(start_manager: Any) -> None:
         assert result["signal"] == "SIGTERM", manager.output()
         assert result["row"]["state"] == "archived"
         assert not pid_file.exists()
+
+
+AGENT = """---
+name: fixture-scout
+description: Finds one fact in the owner's memory for {{productName}}.
+tools: mcp__memory__memory-search
+---
+You look one thing up in {{productName}}'s memory and say what you found.
+"""
+
+LOOKUP = """---
+name: lookup
+description: A public look-up plugin of the owner's.
+tools:
+  - {name: memory-search, public: true}
+  - {name: memory-write, public: false}
+agents: [fixture-scout]
+mcp:
+  command: [maxy, mcp, --plugin, memory]
+---
+Look things up for {{productName}}'s visitors.
+"""
+
+
+def _tools_of_turn(api: FakeAnthropic) -> list[dict[str, Any]]:
+    turns = [body for body in api.messages if body.get("tools")]
+    assert turns, "no request offered the model tools"
+    tools: list[dict[str, Any]] = turns[-1]["tools"]
+    return tools
+
+
+def _spawn_and_capture(
+    manager: Manager, api: FakeAnthropic, servers: int, **body: Any
+) -> tuple[dict[str, str], str]:
+    """Spawn, let the turn end; the offered tools (name → description) and the whole request."""
+    row = manager.spawn("hello there", **body)
+    manager.wait_row(row["id"], lambda r: r["turnEnded"], timeout=120)
+    # The CLI connects MCP servers without blocking its first request (sent ~0.2 s after start;
+    # a server boots in ~1 s), so the second turn is the one that shows what is registered.
+    log = manager.config_dir / "mcp" / row["id"] / "helper.log"
+    booted = lambda: log.is_file() and log.read_text().count("op=boot") >= servers  # noqa: E731
+    wait_until(booted, 60, f"{servers} servers' boot")
+    manager.request("POST", f"/{row['id']}/input", json={"text": "and again", "submit": True})
+    manager.wait_row(row["id"], lambda r: r["prompts"] == 2 and r["turnEnded"], timeout=120)
+    tools = {tool["name"]: str(tool.get("description", "")) for tool in _tools_of_turn(api)}
+    request = json.dumps([b for b in api.messages if b.get("tools")][-1])
+    manager.stop(row["id"])
+    api.requests.clear()
+    return tools, request
+
+
+def test_the_real_cli_gets_each_plugins_tools_and_roles(start_manager: Any) -> None:
+    """Admin: every enabled plugin's tools and roles; public: only the public-allowed tools."""
+    assert CLAUDE is not None
+    with FakeAnthropic(reply="Done.") as api:
+        env = {
+            "ANTHROPIC_BASE_URL": api.url,
+            "ANTHROPIC_API_KEY": "sk-ant-local-smoke-test-key-0123456789",
+            "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+        }
+        if os.geteuid() == 0:
+            env["IS_SANDBOX"] = "1"
+        manager: Manager = start_manager(env=env, claude_bin=CLAUDE)
+        settings = load_settings(manager.env)
+        plugin = account_root(settings, manager.account_id) / "lookup"
+        (plugin / "agents").mkdir(parents=True)
+        (plugin / "PLUGIN.md").write_text(LOOKUP)
+        (plugin / "agents" / "fixture-scout.md").write_text(AGENT)
+        write_enabled(settings, manager.account_id, ["lookup"])
+
+        admin, request = _spawn_and_capture(manager, api, servers=2)
+        mcp = sorted(name for name in admin if name.startswith("mcp__"))
+        print("admin tools:", mcp)
+        installed = resolve(settings, manager.account_id)
+        expected = {tool_name(p.name, t.name) for p in installed.enabled for t in p.tools}
+        assert {"mcp__memory__memory-search", "mcp__lookup__memory-write"} <= expected
+        assert set(mcp) == expected  # each server lists exactly its plugin's declared tools
+        assert "fixture-scout" in request  # the role is a dispatchable agent
+        public, _ = _spawn_and_capture(manager, api, servers=1, kind="public")
+        print("public tools:", sorted(public))
+        # DeferredToolPlaceholder is the CLI's own stand-in for tools behind tool search.
+        assert sorted(set(public) - {"DeferredToolPlaceholder"}) == ["mcp__lookup__memory-search"]

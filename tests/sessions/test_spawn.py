@@ -40,7 +40,9 @@ def option(argv: list[str], name: str) -> list[str]:
     return values
 
 
-def test_admin_spawn_registers_maxy_mcp_with_the_account(recorded: tuple[Manager, Path]) -> None:
+def test_admin_spawn_registers_each_plugin_server_with_the_account(
+    recorded: tuple[Manager, Path],
+) -> None:
     manager, record = recorded
     row = manager.spawn("hello -- with dashes", permissionMode="plan", senderId="owner")
     seen = json.loads((record / f"{row['id']}.json").read_text())
@@ -51,8 +53,27 @@ def test_admin_spawn_registers_maxy_mcp_with_the_account(recorded: tuple[Manager
     agents = manager.account_dir.resolve() / "agents" / "maxy"
     assert option(argv, "--add-dir") == [str(agents)]
     [config] = option(argv, "--mcp-config")
-    server = json.loads(config)["mcpServers"]["maxy"]
-    assert [server["command"], *server["args"]] == [sys.executable, "-m", "appliance", "mcp"]
+    server = json.loads(config)["mcpServers"]["memory"]
+    log_dir = manager.config_dir / "mcp" / row["id"]
+    assert [server["command"], *server["args"]] == [
+        sys.executable,
+        "-m",
+        "appliance",
+        "mcp-helper",
+        "--session",
+        row["id"],
+        "--server",
+        "memory",
+        "--log-dir",
+        str(log_dir),
+        "--",
+        sys.executable,
+        "-m",
+        "appliance",
+        "mcp",
+        "--plugin",
+        "memory",
+    ]
     assert server["env"]["ACCOUNT_ID"] == manager.account_id
     assert server["env"]["SESSION_ID"] == row["id"]
     assert server["env"]["MAXY_RUNTIME_DIR"] == str(manager.runtime_dir)
@@ -68,7 +89,7 @@ def test_public_spawn_is_toolless_by_construction(recorded: tuple[Manager, Path]
     manager, record = recorded
     row = manager.spawn("hi, visitor here", kind="public", agent="maxy", channel="web")
     argv = json.loads((record / f"{row['id']}.json").read_text())["argv"]
-    assert json.loads(option(argv, "--mcp-config")[0]) == {"mcpServers": {}}
+    assert json.loads(option(argv, "--mcp-config")[0]) == {"mcpServers": {}}  # no public plugin
     assert "--strict-mcp-config" in argv
     assert option(argv, "--tools") == [""] and option(argv, "--allowedTools") == [""]
     denied = option(argv, "--disallowedTools")[0].split(",")
