@@ -128,3 +128,14 @@ def test_browser_render_names_the_setting_when_chromium_is_missing() -> None:
         web.chromium_program("/nonexistent/chromium")
     with pytest.raises(ToolError, match="MAXY_CHROMIUM_BIN"):
         web.chromium_program("no-such-chromium-program")
+
+
+def test_the_web_plugin_lists_exactly_these_tools() -> None:
+    manifest = Path(web.__file__).resolve().parents[1] / "plugins" / "core" / "web" / "PLUGIN.md"
+    listed = {
+        line.split("name: ")[1].split(",")[0]
+        for line in manifest.read_text().splitlines()
+        if line.startswith("  - {name: ")
+    }
+    assert listed == {tool.name for tool in web.TOOLS}
+    assert all(tool.plugin == "web" for tool in web.TOOLS)
