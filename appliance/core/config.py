@@ -337,6 +337,11 @@ SETTINGS: tuple[Setting, ...] = (
     ),
     Setting("cloudflared_bin", "cloudflared", "The cloudflared program `maxy tunnel` drives."),
     Setting(
+        "chromium_bin",
+        "chromium",
+        "The headless Chromium the `browser-render` tool runs (a name on PATH, or a path).",
+    ),
+    Setting(
         "tunnel_unit",
         None,
         "The systemd unit running cloudflared, which `maxy tunnel` asks root to start, stop "
@@ -478,6 +483,7 @@ class Settings:
     stop_grace: float
     manager_keepalive: float
     cloudflared_bin: str
+    chromium_bin: str
     tunnel_unit: str | None
     anthropic_base_url: str | None
     anthropic_api_key_file: Path | None

@@ -86,6 +86,7 @@ DEFAULTS: list[tuple[str, Any]] = [
     ("stop_grace", 5.0),
     ("manager_keepalive", 25.0),
     ("cloudflared_bin", "cloudflared"),
+    ("chromium_bin", "chromium"),
     ("tunnel_unit", None),
     ("anthropic_base_url", None),
     ("anthropic_api_key_file", None),
