@@ -22,7 +22,7 @@ from markdownify import markdownify
 
 from appliance.core import proc
 from appliance.core.fsio import write_atomic
-from appliance.mcp.tools import Tool, ToolContext, ToolError
+from appliance.mcp.tool import Tool, ToolContext, ToolError
 
 FETCH_TIMEOUT = 20.0
 RENDER_TIMEOUT = 45.0

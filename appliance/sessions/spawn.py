@@ -50,10 +50,10 @@ from appliance.core.fsio import read_secret, write_atomic
 from appliance.core.identity import Caller
 from appliance.core.resources import external_environ
 from appliance.plugins.claude import Registration, register
+from appliance.plugins.errors import PluginError
 from appliance.plugins.resolver import Installed, read_account_file, resolve
 from appliance.rpc.client import RpcClient
 from appliance.rpc.protocol import RpcError
-from appliance.plugins.errors import PluginError
 from appliance.sessions.errors import BadRequest, ClaudeNotFound, PluginsBroken
 
 log = logging.getLogger(__name__)

@@ -140,7 +140,7 @@ def test_a_session_started_from_the_ui_shows_bubbles_and_collapsed_tool_calls(
     # The raw terminal, on demand: the double's screen shows the same calls.
     admin.click("#view-terminal")
     expect(admin.locator("#session-terminal .xterm-rows")).to_contain_text(
-        "mcp__maxy__memory-write", timeout=WAIT
+        "mcp__memory__memory-write", timeout=WAIT
     )
     admin.click("#view-transcript")
     expect(tools).to_have_count(2, timeout=WAIT)

@@ -201,7 +201,7 @@ def test_sessions_start_with_an_environment_free_of_the_bootloader(stack: Stack)
 async def test_mcp_started_as_a_session_would_lists_the_memory_tools(stack: Stack) -> None:
     info = recorded_session(stack)
     argv = info["argv"]
-    config = json.loads(argv[argv.index("--mcp-config") + 1])["mcpServers"]["maxy"]
+    config = json.loads(argv[argv.index("--mcp-config") + 1])["mcpServers"]["memory"]
     assert config["command"] == str(stack.binary)
     # Exactly what the CLI does: its own environment plus the server's, then the command.
     params = StdioServerParameters(

@@ -20,7 +20,7 @@ What it answers is scripted per test, per model or for every model::
         api.queue(Reply(status=429))                 # the next request, whatever its model
         api.queue(Reply(delay=10))                   # answers after 10 s (past a timeout)
         api.queue(Reply(malformed=True))             # a 200 whose body is not JSON
-        api.queue(Reply(tool=ToolUse("mcp__maxy__memory-write", {...})), when=has_tools)
+        api.queue(Reply(tool=ToolUse("mcp__memory__memory-write", {...})), when=has_tools)
 
 A one-shot reply queued for the request's model wins over one queued for any model, which wins
 over a standing reply for the model, then one for any model, then ``reply`` (the constructor's

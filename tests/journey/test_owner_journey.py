@@ -99,7 +99,7 @@ def api() -> Iterator[FakeAnthropic]:
     with FakeAnthropic(reply="Garden notes", oauth_tokens=[TOKEN]) as fake:
         # The admin session's turn: a memory-write call, then the answer after its result.
         note = {"label": "Note", "properties": {"name": MEMORY, "text": MEMORY + "."}}
-        fake.queue(Reply(tool=ToolUse("mcp__maxy__memory-write", note)), when=has_tools)
+        fake.queue(Reply(tool=ToolUse("mcp__memory__memory-write", note)), when=has_tools)
         fake.queue(Reply(text=ADMIN_REPLY), when=has_tools)
         fake.queue(Reply(text=VISITOR_ANSWER), when=mentions_anna)
         yield fake

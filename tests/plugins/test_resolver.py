@@ -151,7 +151,10 @@ def test_generated_roles_and_skills_carry_the_brand(settings: Settings, tmp_path
         account_root(settings, settings.account_id),
         "garden",
         "agents: [scout]\nskills: [prune]\n",
-        {"agents/scout.md": role, "skills/prune/SKILL.md": "---\nname: prune\n---\n{{productName}}"},
+        {
+            "agents/scout.md": role,
+            "skills/prune/SKILL.md": "---\nname: prune\n---\n{{productName}}",
+        },
     )
     write_enabled(settings, settings.account_id, ["garden"])
     installed = resolve(settings, settings.account_id)
@@ -160,8 +163,10 @@ def test_generated_roles_and_skills_carry_the_brand(settings: Settings, tmp_path
     assert reg.plugin_dir is not None
     scout = (reg.plugin_dir / "garden" / "agents" / "scout.md").read_text()
     assert "Scouts for Gardenia." in scout and "{{productName}}" not in scout
-    assert (reg.plugin_dir / "garden" / "skills" / "prune" / "SKILL.md").read_text().endswith(
-        "Gardenia"
+    assert (
+        (reg.plugin_dir / "garden" / "skills" / "prune" / "SKILL.md")
+        .read_text()
+        .endswith("Gardenia")
     )
     assert '<plugin name="garden">\nUse it well, Gardenia.\n</plugin>' in reg.instructions
     again = register(installed, "admin", "Gardenia", "s-2", ["maxy"], {}, config)

@@ -132,7 +132,7 @@ def test_the_doubles_tool_calls_are_audited_on_its_conversation(
     manager.wait_row(session_id, lambda r: r["status"] == "idle" and r["lines"] >= 8, 90)
     entries = transcript(manager, session_id)
     uses, results = blocks(entries, "tool_use"), blocks(entries, "tool_result")
-    assert [u["name"] for u in uses] == ["mcp__maxy__memory-write", "mcp__maxy__memory-search"]
+    assert [u["name"] for u in uses] == ["mcp__memory__memory-write", "mcp__memory__memory-search"]
     assert uses[0]["input"] == {"label": "Note", "properties": {"name": "the gate code is 4711"}}
     assert [r["tool_use_id"] for r in results] == [u["id"] for u in uses]
     assert not any(r.get("is_error") for r in results), results
