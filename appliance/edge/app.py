@@ -13,6 +13,7 @@ settings' ones and are re-read when those files change.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -31,6 +32,8 @@ from appliance.core.version import build_info
 from appliance.edge.network import Classification, Policy, classify
 from appliance.edge.proxy import Proxy
 from appliance.edge.websocket import deny
+from appliance.plugins.errors import PluginError
+from appliance.plugins.resolver import resolve
 from appliance.rpc.client import RpcClient
 from appliance.rpc.protocol import RpcError
 from appliance.tunnel.state import HostnameRoles, tunnel_health
@@ -68,6 +71,14 @@ async def _engine_health(client: RpcClient) -> dict[str, Any]:
     return result
 
 
+def _missing_plugins(settings: Settings) -> list[str]:
+    """Enabled plugins whose files are gone, or the refusal that stops every session."""
+    try:
+        return resolve(settings, settings.account_id).missing()
+    except PluginError as err:
+        return [f"refused: {err}"]
+
+
 def _own_routes(settings: Settings, proxy: Proxy) -> Starlette:
     """The paths the edge answers itself, and the lifespan that closes the proxy's pool."""
     engine = RpcClient(settings.engine_socket, timeout=HEALTH_TIMEOUT)
@@ -78,6 +89,7 @@ def _own_routes(settings: Settings, proxy: Proxy) -> Starlette:
         ok = bool(health.pop("ok", False))
         body = {"status": "healthy" if ok else "unhealthy", "version": info["version"], **health}
         body["tunnel"] = await tunnel_health(settings.cloudflared_config)  # informs, never fails
+        body["missingPlugins"] = await asyncio.to_thread(_missing_plugins, settings)
         if not ok:
             log.warning(
                 "[health] op=check status=unhealthy neo4j=%s engine=%s",

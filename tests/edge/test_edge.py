@@ -9,6 +9,7 @@ from typing import Any
 import httpx
 import pytest
 
+from appliance.plugins.resolver import write_enabled
 from tests.support.auth import admin_cookie
 from tests.support.processes import Env, get_health, maxy, wait_until
 
@@ -37,6 +38,17 @@ def test_healthz_reports_neo4j_and_embedder_healthy(edge: tuple[Env, Any, Any]) 
     assert body["neo4j"]["ok"] is True
     assert body["embedder"]["ok"] is True and body["embedder"]["dimension"] == 384
     assert body["engine"] == {"ok": True}
+    assert body["missingPlugins"] == []
+
+
+def test_healthz_names_an_enabled_plugin_whose_files_are_gone(edge: tuple[Env, Any, Any]) -> None:
+    env, _, _ = edge
+    write_enabled(env.settings, env.settings.account_id, ["ghost"])
+    try:
+        body = httpx.get(f"http://127.0.0.1:{env.settings.port}/healthz").json()
+        assert body["missingPlugins"] == ["ghost"]
+    finally:
+        write_enabled(env.settings, env.settings.account_id, [])
 
 
 def test_version_is_served_by_the_edge(edge: tuple[Env, Any, Any]) -> None:

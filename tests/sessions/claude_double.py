@@ -69,7 +69,14 @@ from typing import Any
 
 VERSION = "2.1.328-double"
 # Options that take one value, and those that take values up to the next option.
-SINGLE = {"--session-id", "--resume", "--permission-mode", "--model", "--append-system-prompt"}
+SINGLE = {
+    "--session-id",
+    "--resume",
+    "--permission-mode",
+    "--model",
+    "--append-system-prompt",
+    "--plugin-dir",
+}
 VARIADIC = {"--mcp-config", "--add-dir", "--allowedTools", "--disallowedTools", "--tools"}
 DIRECTIVE = re.compile(r"\[double ([^\]]*)\]")
 MCP_PROTOCOL = "2025-06-18"

@@ -114,11 +114,16 @@ def test_admin_spawns_start_with_the_previous_context_and_public_ones_never(
     context, _, own = appended.partition("</previous-context>")
     assert "- [high] Renew the car insurance" in context
     assert "- [critical] Backup failed" in context
-    assert own == "\n\nBe brief."  # the request's own system prompt comes after the block
+    # Then the enabled plugins' instructions, then the request's own system prompt.
+    plugins, _, own = own.rpartition("</plugin>")
+    assert '<plugin name="memory">' in plugins
+    assert own == "\n\nBe brief."
 
     public = stack.manager.spawn("hello", kind="public", systemPrompt="Be kind.")
     argv = stack.argv(public["id"])
-    assert option(argv, "--append-system-prompt") == ["Be kind."]
+    [public_prompt] = option(argv, "--append-system-prompt")
+    assert public_prompt.endswith("</plugin>\n\nBe kind.")  # the publicEmbed guide, then its own
+    assert '<plugin name="maxy-guide">' in public_prompt and "memory-search" not in public_prompt
     assert not any("previous-context" in arg or "car insurance" in arg for arg in argv)
     stack.manager.stop_all()
 
@@ -177,7 +182,8 @@ def test_an_unreachable_engine_costs_one_warning_not_the_session(stack: Stack) -
     try:
         row = stack.manager.spawn("hello without memory")
         assert row["state"] == "live"
-        assert "--append-system-prompt" not in stack.argv(row["id"])
+        [appended] = option(stack.argv(row["id"]), "--append-system-prompt")
+        assert "previous-context" not in appended  # only the plugins' instructions
         wait_until(lambda: log.read_text().count(WARNING) == before + 1, 10, "the warning")
         stack.manager.spawn("hello again", kind="public")
         assert log.read_text().count(WARNING) == before + 1  # public spawns never ask

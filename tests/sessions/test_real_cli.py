@@ -119,10 +119,11 @@ def test_the_real_cli_gets_each_plugins_tools_and_roles(start_manager: Any) -> N
         (plugin / "agents" / "fixture-scout.md").write_text(AGENT)
         write_enabled(settings, manager.account_id, ["lookup"])
 
-        admin, request = _spawn_and_capture(manager, api, servers=2)
+        installed = resolve(settings, manager.account_id)
+        servers = len([p for p in installed.enabled if p.server is not None])
+        admin, request = _spawn_and_capture(manager, api, servers=servers)
         mcp = sorted(name for name in admin if name.startswith("mcp__"))
         print("admin tools:", mcp)
-        installed = resolve(settings, manager.account_id)
         expected = {tool_name(p.name, t.name) for p in installed.enabled for t in p.tools}
         assert {"mcp__memory__memory-search", "mcp__lookup__memory-write"} <= expected
         assert set(mcp) == expected  # each server lists exactly its plugin's declared tools
