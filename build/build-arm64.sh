@@ -52,13 +52,16 @@ fi
 [ "$(id -u)" = 0 ] || die "the arm64 build chroots into an arm64 Debian root: run it as root"
 started=$(date +%s)
 
-# 1. The other wheels, for CPython 3.11 on aarch64 glibc 2.36.
-lock_key=$(sha256sum "$root/build/freeze.lock" | cut -c1-16)
+# 1. The other wheels, for CPython 3.11 on aarch64 glibc 2.36. The lock's markers are evaluated
+#    for the build root's Python (Debian 12's python3, which runs PyInstaller there), not the host's.
+card_python=3.11.2
+lock_key=$( (sha256sum "$root/build/freeze.lock"; echo "$card_python") | sha256sum | cut -c1-16)
 wheelhouse=$cache/wheelhouse-$lock_key
 if [ ! -f "$wheelhouse/.complete" ]; then
   say "op=download-wheels platform=aarch64 into=$wheelhouse"
   rm -rf "$wheelhouse" && mkdir -p "$wheelhouse"
-  "$python" "$root/build/freeze_requirements.py" "$root/build/freeze.lock" > "$wheelhouse/requirements.txt"
+  "$root/.venv/bin/python" "$root/build/freeze_requirements.py" --python-full-version "$card_python" \
+    "$root/build/freeze.lock" > "$wheelhouse/requirements.txt"
   platforms=()
   for glibc in 2_36 2_35 2_34 2_31 2_28 2_27 2_26 2_24 2_17; do
     platforms+=(--platform "manylinux_${glibc}_aarch64")
@@ -94,6 +97,10 @@ if [ ! -f "$buildroot/.maxy-ready" ]; then
   mv "$buildroot.partial" "$buildroot"
   say "op=root-ready seconds=$(( $(date +%s) - step )) path=$buildroot"
 fi
+root_python=$(awk '/^Package: /{p=$2} p=="python3.11-minimal" && /^Version: /{sub(/-.*/, "", $2); print $2}' \
+  "$buildroot/var/lib/dpkg/status")
+[ "$root_python" = "$card_python" ] ||
+  die "the build root's Python is ${root_python:-unknown}, the wheels were chosen for $card_python: set card_python"
 # $cache/root: the current root, for running the binary on x86-64 (QEMU_LD_PREFIX=$cache/root).
 ln -sfn "$(basename "$buildroot")" "$cache/root"
 

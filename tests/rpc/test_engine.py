@@ -47,5 +47,6 @@ def test_an_answer_with_an_undeclared_key_is_refused() -> None:
 
 def test_tool_schemas_expose_their_arguments_never_the_caller() -> None:
     for tool in TOOLS:
-        assert set(tool.schema["properties"]) == set(tool.forwarded), tool.name
-        assert "caller" not in tool.schema["properties"] and "$defs" not in tool.schema
+        if tool.method is not None:  # engine-backed: exactly the arguments forwarded to the engine
+            assert set(tool.schema["properties"]) == set(tool.forwarded), tool.name
+        assert "caller" not in tool.schema["properties"] and "$defs" not in tool.schema, tool.name
