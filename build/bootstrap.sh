@@ -56,6 +56,12 @@ if [ ${#missing[@]} -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
 
+# One bootstrap at a time per cache: checkouts (worktrees, CI's clone) share the compiled wheel,
+# the jars and the model, so a second bootstrap waits, then finds them made.
+mkdir -p "$cache"
+exec 9>"$cache/.bootstrap.lock"
+flock 9
+
 # 1. llama-cpp-python: compile once per machine (about 8 minutes on 2 cores), for every CPU of
 #    this architecture rather than this one (build/llama-wheel.sh says why).
 wheels=$(PYTHON=$python MAXY_CACHE_DIR=$cache "$root/build/llama-wheel.sh")

@@ -109,6 +109,22 @@ class Plugin:
         """Where one of the plugin's roles lives."""
         return self.path / "agents" / f"{role}.md"
 
+    def summary(self) -> dict[str, Any]:
+        """The plugin as the admin tools and pages show it."""
+        return {
+            "name": self.name,
+            "description": self.description,
+            "root": self.root,
+            "bundle": self.bundle,
+            "locked": self.locked,
+            "tools": [{"name": t.name, "public": t.public} for t in self.tools],
+            "skills": list(self.skills),
+            "agents": list(self.agents),
+            "enhances": list(self.enhances),
+            "publicEmbed": self.public_embed,
+            "sha": self.sha,
+        }
+
 
 def split_front_matter(text: str, where: str) -> tuple[dict[str, Any], str]:
     """The YAML mapping between the leading ``---`` lines, and the body after it."""

@@ -31,7 +31,7 @@ from appliance.core.accounts import ACCOUNT_FILE
 from appliance.core.config import Settings
 from appliance.core.fsio import write_atomic
 from appliance.core.resources import resource_path
-from appliance.plugins.errors import PluginError, PluginRefused
+from appliance.plugins.errors import PluginError, PluginNotFound, PluginRefused
 from appliance.plugins.format import MANIFEST, NAME, Plugin, Root, missing_files, read_plugin
 
 log = logging.getLogger(__name__)
@@ -93,6 +93,17 @@ class Installed:
         """The plugins on for this account (core ones always)."""
         return tuple(p for p in self.plugins if p.locked or p.name in self.enabled_names)
 
+    def get(self, name: str) -> Plugin:
+        """One installed plugin by name."""
+        for plugin in self.plugins:
+            if plugin.name == name:
+                return plugin
+        raise PluginNotFound(f"There is no plugin {name!r} (installed: {self.names()}).")
+
+    def names(self) -> str:
+        """The installed plugin names, comma-separated."""
+        return ", ".join(p.name for p in self.plugins) or "none"
+
     def public(self) -> tuple[Plugin, ...]:
         """The enabled plugins a public agent sees: those with a public tool."""
         return tuple(p for p in self.enabled if p.public_tools)
@@ -100,6 +111,28 @@ class Installed:
     def embedded(self) -> tuple[Plugin, ...]:
         """The enabled plugins whose body and skills public agents get."""
         return tuple(p for p in self.enabled if p.public_embed)
+
+    def role(self, name: str) -> Plugin:
+        """The enabled plugin that defines a role."""
+        for plugin in self.enabled:
+            if name in plugin.agents:
+                return plugin
+        raise PluginNotFound(f"No enabled plugin defines the role {name!r}.")
+
+    def skill(self, name: str) -> Plugin:
+        """The enabled plugin that has a skill (``plugin:skill`` or a unique ``skill``)."""
+        plugin_name, _, skill = name.rpartition(":")
+        found = [
+            p
+            for p in self.enabled
+            if skill in p.skills and (not plugin_name or p.name == plugin_name)
+        ]
+        if not found:
+            raise PluginNotFound(f"No enabled plugin has the skill {name!r}.")
+        if len(found) > 1:
+            names = ", ".join(f"{p.name}:{skill}" for p in found)
+            raise PluginNotFound(f"The skill {skill!r} is in several plugins: name one of {names}.")
+        return found[0]
 
     def missing(self) -> list[str]:
         """Enabled plugins whose files are gone (or that no root has any more)."""
@@ -191,3 +224,15 @@ def resolve(settings: Settings, account_id: str) -> Installed:
         enabled = write_enabled(settings, account_id, [n for n in enabled if n not in stripped])
     unknown = tuple(sorted(n for n in enabled if n not in names))
     return Installed(tuple(sorted(plugins, key=lambda p: p.name)), frozenset(enabled), unknown)
+
+
+def set_enabled(settings: Settings, account_id: str, name: str, on: bool) -> Installed:
+    """Turn one plugin on or off for the account; core plugins cannot be turned off."""
+    installed = resolve(settings, account_id)
+    plugin = installed.get(name)
+    if plugin.locked:
+        raise PluginError(f"{name} is a core plugin: it is always on.")
+    names = set(installed.enabled_names)
+    names = names | {name} if on else names - {name}
+    write_enabled(settings, account_id, names)
+    return resolve(settings, account_id)

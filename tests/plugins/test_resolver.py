@@ -16,13 +16,12 @@ import pytest
 from appliance.core.accounts import BrandMissing, create_account
 from appliance.core.config import Settings, load_settings
 from appliance.plugins.claude import register
-from appliance.plugins.errors import PluginRefused
-from appliance.plugins.format import Plugin
+from appliance.plugins.errors import PluginError, PluginRefused
 from appliance.plugins.resolver import (
-    Installed,
     account_root,
     read_account_file,
     resolve,
+    set_enabled,
     write_enabled,
 )
 from tests.support.processes import wait_until
@@ -58,28 +57,26 @@ def settings(tmp_path: Path) -> Settings:
     )
 
 
-def named(installed: Installed, name: str) -> Plugin:
-    return next(p for p in installed.plugins if p.name == name)
-
-
 def test_core_plugins_are_installed_and_locked_on(settings: Settings) -> None:
-    write_enabled(settings, settings.account_id, [])  # core plugins need no listing
     installed = resolve(settings, settings.account_id)
-    memory = named(installed, "memory")
+    memory = installed.get("memory")
     assert memory.locked and memory in installed.enabled
     assert memory.server is not None and memory.server.ours
     assert "memory-search" in {t.name for t in memory.tools}
+    with pytest.raises(PluginError, match="core plugin"):
+        set_enabled(settings, settings.account_id, "memory", False)
 
 
 def test_an_account_plugin_is_on_only_when_enabled(settings: Settings) -> None:
     plugin(account_root(settings, settings.account_id), "garden")
     installed = resolve(settings, settings.account_id)
     assert "garden" not in {p.name for p in installed.enabled}
-    write_enabled(settings, settings.account_id, ["garden"])
-    installed = resolve(settings, settings.account_id)
+    installed = set_enabled(settings, settings.account_id, "garden", True)
     assert "garden" in {p.name for p in installed.enabled}
     assert read_account_file(settings, settings.account_id)["enabledPlugins"] == ["garden"]
     assert read_account_file(settings, settings.account_id)["brand"]  # other keys kept
+    installed = set_enabled(settings, settings.account_id, "garden", False)
+    assert "garden" not in {p.name for p in installed.enabled}
 
 
 def test_tools_without_a_server_are_refused(settings: Settings) -> None:
@@ -104,12 +101,12 @@ def test_a_byte_identical_duplicate_is_reaped(
 ) -> None:
     import shutil
 
-    core = named(resolve(settings, settings.account_id), "memory").path
+    core = resolve(settings, settings.account_id).get("memory").path
     copy = account_root(settings, settings.account_id) / "memory"
     shutil.copytree(core, copy)
     with caplog.at_level(logging.INFO):
         installed = resolve(settings, settings.account_id)
-    assert named(installed, "memory").root == "core" and not copy.exists()
+    assert installed.get("memory").root == "core" and not copy.exists()
     assert "[plugins] op=reap plugin=memory" in caplog.text
 
 
