@@ -57,6 +57,20 @@ def test_the_cache_key_follows_the_package_list(monkeypatch: pytest.MonkeyPatch)
     assert "linux-image-amd64" in base.packages("amd64")
 
 
+def test_only_the_arm64_base_narrows_its_initramfs_and_the_key_follows_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    assert base.initramfs_files("amd64") == {}
+    files = base.initramfs_files("arm64")
+    assert files["etc/initramfs-tools/conf.d/maxy-modules"].endswith("MODULES=list\n")
+    hook = files["etc/initramfs-tools/hooks/maxy-boot-modules"]
+    assert hook.startswith("#!/bin/sh\n") and "auto_add_modules base mmc usb_storage block" in hook
+    assert "net" not in hook.split("auto_add_modules", 1)[1].splitlines()[0]
+    before = base.base_key("arm64")
+    monkeypatch.setattr(base, "ARM64_BOOT_MODULES", (*base.ARM64_BOOT_MODULES, "nbd"))
+    assert base.base_key("arm64") != before
+
+
 def test_without_root_a_missing_base_says_to_run_image_base_once(tmp_path: Path) -> None:
     if os.geteuid() != 0:
         pytest.skip("dropping root's capabilities needs root to begin with")

@@ -7,6 +7,7 @@ import re
 from pathlib import Path
 
 import pytest
+import zstandard
 
 from appliance.ota.layout import SLOTS, Slot, slot_by_boot_partition
 from image.disk import FIRMWARE_CONFIG
@@ -67,6 +68,36 @@ def test_the_kernel_is_for_the_cards_architecture(card: Card) -> None:
         assert raw[56:60] == b"ARM\x64"
     initrd = fat_read(image, "/initrd.img")
     assert initrd[:6] == b"070701" or initrd[:4] == b"\x28\xb5\x2f\xfd" or initrd[:2] == b"\x1f\x8b"
+
+
+def _cpio_names(archive: bytes) -> list[str]:
+    """The member names of a newc cpio archive (or several, concatenated)."""
+    names, at = [], 0
+    while at + 110 <= len(archive) and archive[at : at + 6] == b"070701":
+        size, name_size = int(archive[at + 54 : at + 62], 16), int(archive[at + 94 : at + 102], 16)
+        name = archive[at + 110 : at + 110 + name_size - 1].decode()
+        at = (at + 110 + name_size + 3) & ~3
+        at = (at + size + 3) & ~3
+        if name == "TRAILER!!!":
+            at = archive.find(b"070701", at)
+            if at < 0:
+                break
+            continue
+        names.append(name)
+    return names
+
+
+def test_the_pi_initramfs_holds_the_boot_path_not_every_driver(arm64_card: Card) -> None:
+    packed = fat_read(arm64_card.parts["boot_a"], "/initrd.img")
+    archive = zstandard.ZstdDecompressor().stream_reader(packed).read()
+    modules = {name.rsplit("/", 1)[-1].split(".ko")[0] for name in _cpio_names(archive)}
+    modules.discard("")
+    # The Pi 4's SD host and its reset controller, USB storage, qemu's virtio disk, the root's ext4.
+    for needed in ("sdhci-iproc", "reset-raspberrypi", "usb-storage", "virtio_blk", "ext4"):
+        assert needed in modules, needed
+    # MODULES=most would carry network and graphics drivers; this one does not.
+    assert not any("/kernel/drivers/net/" in name for name in _cpio_names(archive))
+    assert "e1000e" not in modules and "r8169" not in modules
 
 
 def test_the_pi_slot_carries_debians_raspberry_pi_firmware_and_device_trees(
