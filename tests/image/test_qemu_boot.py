@@ -1,4 +1,4 @@
-"""Boot the x86-64 card under qemu — software emulation only, no KVM — and reach /healthz.
+"""Boot the cards under qemu — software emulation only, no KVM — and reach /healthz.
 
 This is the whole appliance on its real disk image: BIOS → syslinux → Debian's kernel and
 initramfs → the root slot read-only → the pre-init's /data and /etc, /var overlays → systemd →
@@ -6,7 +6,11 @@ initramfs → the root slot read-only → the pre-init's /data and /etc, /var ov
 ``/healthz`` (which asks the engine) is polled through a forwarded port until it answers 200.
 The time to that first 200 is reported, never asserted.
 
-The second test installs a newer release's bundle into slot B of a copy of the card with
+The arm64 card boots on ``qemu-system-aarch64 -M virt`` (a Cortex-A72, the Pi 4's core): qemu
+has no Raspberry Pi 4 machine, so the card's own kernel and initramfs are started directly (as
+the Pi's firmware would start them) with the slot's own cmdline.txt, the card as a virtio disk.
+
+The third test installs a newer release's bundle into slot B of a copy of the card with
 ``maxy ota``'s own apply, then starts slot B the way a Pi's tryboot would (a PC has no tryboot:
 the GPT's LegacyBIOSBootable attribute moves to boot_b) and checks that slot B boots ITS root.
 """
@@ -30,13 +34,14 @@ from appliance.ota.apply import apply_update
 from appliance.ota.layout import BOOT_A, BOOT_B, ROOT_A, ROOT_B, partuuid
 from appliance.ota.progress import Silent
 from image import build as image_build
-from image.tools import ext4_list, ext4_read
+from image.tools import ext4_list, ext4_read, fat_read
 from tests.image.conftest import CACHE, PRESET, Card, report
 from tests.support.processes import base_environ, port_of
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(3600)]
 
-BOOT_LIMIT = 40 * 60  # seconds; emulated, on two shared CPUs
+# Seconds, emulated on two shared CPUs; an emulated arm64 core is several times slower.
+BOOT_LIMIT = {"x86-64": 40 * 60, "arm64": 100 * 60}
 ILLEGAL_IN_LLAMA = re.compile(r"trap invalid opcode .* in libggml")
 
 
@@ -47,16 +52,23 @@ def healthz(port: int) -> int | None:
         return None
 
 
+QEMU = {
+    "x86-64": ("qemu-system-x86_64", "qemu-system-x86"),
+    "arm64": ("qemu-system-aarch64", "qemu-system-arm"),
+}
+
+
 def qemu_or_skip(card: Card) -> str:
-    """qemu-system-x86_64, or a skip saying why this test does not run."""
+    """The card's qemu-system, or a skip saying why this test does not run."""
     if not os.environ.get("MAXY_TEST_QEMU"):
         pytest.skip(
             "boots the whole card under software emulation (many minutes on two cores): "
             "run it with MAXY_TEST_QEMU=1 just test tests/image/test_qemu_boot.py"
         )
-    qemu = shutil.which("qemu-system-x86_64")
+    program, package = QEMU[card.arch]
+    qemu = shutil.which(program)
     if qemu is None:
-        pytest.skip("qemu-system-x86_64 is not installed (apt-get install qemu-system-x86)")
+        pytest.skip(f"{program} is not installed (apt-get install {package})")
     if not card.has_binary:
         pytest.skip("the card has no maxy binary")
     return qemu
@@ -74,17 +86,32 @@ class Boot:
     exit_code: int | None
 
 
-def boot(qemu: str, disk: Path, tmp_path: Path) -> Boot:
+def machine(card: Card, tmp_path: Path) -> list[str]:
+    """The emulated board: a PC that starts from the card's BIOS loader, or an arm64 ``virt``
+    machine started on slot A's own kernel, initramfs and command line."""
+    if card.arch == "x86-64":
+        return ["-machine", "pc", "-cpu", "max"]
+    boot_a = card.parts["boot_a"]
+    kernel, initrd = tmp_path / "vmlinuz", tmp_path / "initrd.img"
+    kernel.write_bytes(fat_read(boot_a, "/vmlinuz"))
+    initrd.write_bytes(fat_read(boot_a, "/initrd.img"))
+    cmdline = fat_read(boot_a, "/cmdline.txt").decode().strip()
+    return [
+        *("-machine", "virt", "-cpu", "cortex-a72"),
+        *("-kernel", str(kernel), "-initrd", str(initrd)),
+        # virt's serial port is a PL011; the last console= is /dev/console.
+        *("-append", f"{cmdline} console=ttyAMA0"),
+    ]
+
+
+def boot(qemu: str, card: Card, disk: Path, tmp_path: Path) -> Boot:
     """Power the card on under qemu until /healthz answers 200 (or the limit); then off."""
     console = tmp_path / "console.log"
     command = [
         qemu,
         "-accel",
         "tcg",
-        "-machine",
-        "pc",
-        "-cpu",
-        "max",
+        *machine(card, tmp_path),
         "-smp",
         "2",
         "-m",
@@ -112,7 +139,7 @@ def boot(qemu: str, disk: Path, tmp_path: Path) -> Boot:
     status: int | None = None
     llama_cannot_run = False
     try:
-        while time.monotonic() - started < BOOT_LIMIT and proc.poll() is None:
+        while time.monotonic() - started < BOOT_LIMIT[card.arch] and proc.poll() is None:
             status = healthz(port)
             if status is not None and first_answer is None:
                 first_answer = time.monotonic() - started
@@ -167,7 +194,7 @@ def test_the_x86_card_boots_under_qemu_and_serves_healthz(
     x86_card: Card, tmp_path: Path, request: pytest.FixtureRequest
 ) -> None:
     qemu = qemu_or_skip(x86_card)
-    run = boot(qemu, x86_card.image, tmp_path)
+    run = boot(qemu, x86_card, x86_card.image, tmp_path)
     if run.first_answer is not None:
         report(
             request,
@@ -177,6 +204,25 @@ def test_the_x86_card_boots_under_qemu_and_serves_healthz(
     check_healthy(run)
     assert f"root=PARTUUID={partuuid(ROOT_A)}" in kernel_command_line(run.log)
     report(request, f"[image] qemu: power-on to the first /healthz 200 in {run.seconds:.0f} s")
+
+
+@pytest.mark.timeout(7200)
+def test_the_arm64_card_boots_under_qemu_virt_and_serves_healthz(
+    arm64_card: Card, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    qemu = qemu_or_skip(arm64_card)
+    run = boot(qemu, arm64_card, arm64_card.image, tmp_path)
+    if run.first_answer is not None:
+        report(
+            request,
+            f"[image] qemu-system-aarch64 virt (TCG, Cortex-A72, 2 vCPUs, 3 GB): power-on to the "
+            f"edge's first answer in {run.first_answer:.0f} s",
+        )
+    check_healthy(run)
+    assert f"root=PARTUUID={partuuid(ROOT_A)}" in kernel_command_line(run.log)
+    report(
+        request, f"[image] qemu arm64: power-on to the first /healthz 200 in {run.seconds:.0f} s"
+    )
 
 
 def test_an_update_installed_into_slot_b_boots_slot_bs_own_root(
@@ -224,7 +270,7 @@ def test_an_update_installed_into_slot_b_boots_slot_bs_own_root(
         check=True,
     )
 
-    run = boot(qemu, disk, tmp_path)
+    run = boot(qemu, x86_card, disk, tmp_path)
 
     words = kernel_command_line(run.log)
     assert f"root=PARTUUID={partuuid(ROOT_B)}" in words, words
