@@ -67,7 +67,7 @@ HOST_ARCH = {"x86_64": "x86-64", "aarch64": "arm64"}.get(platform.machine(), pla
 DEV_MODEL = "all-minilm-l6-v2.f16.gguf"
 CLAUDE_PLATFORMS = {"x86-64": "linux-x64", "arm64": "linux-arm64"}
 CLAUDE_TESTED = "2.1.328"  # the CLI version the tests (and .ci/run) run
-# What dist/maxy-onedir is built from (tests/binary/conftest.py keeps the same list for dist/maxy).
+# What dist/maxy-onedir is built from (tests/support/frozen.py keeps the same list for dist/maxy).
 BINARY_SOURCES = (
     "appliance",
     "schema",
@@ -134,7 +134,7 @@ def locate_binary(arch: str, given: Path | None) -> Binary:
             raise InputMissing(f"--binary {given}: no executable {binary.executable}.")
     elif arch == HOST_ARCH == "x86-64":
         onedir = REPO / "dist" / "maxy-onedir"
-        lock_path = REPO / "build" / "out" / ".build.lock"  # shared with tests/binary/conftest.py
+        lock_path = REPO / "build" / "out" / ".build.lock"  # shared with tests/support/frozen.py
         lock_path.parent.mkdir(parents=True, exist_ok=True)
         with lock_path.open("w") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)
@@ -170,7 +170,7 @@ def _build_arm64(current: Path | None) -> Path:
             "on x86-64 (it chroots into the arm64 base). Run `sudo -E just build-arm64` once, or "
             "pass --binary PATH (--without-binary builds every other layer, for checking them)."
         )
-    lock_path = REPO / "build" / "out" / ".build-arm64.lock"  # shared with tests/binary/conftest.py
+    lock_path = REPO / "build" / "out" / ".build-arm64.lock"  # shared with tests/support/frozen.py
     lock_path.parent.mkdir(parents=True, exist_ok=True)
     with lock_path.open("w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)

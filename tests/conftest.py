@@ -17,6 +17,7 @@ from appliance.core.accounts import create_account
 from appliance.core.config import load_settings
 from appliance.graphdb.instance import Neo4jInstance, running
 from appliance.memory.embedder import Embedder
+from tests.support.frozen import start_arm64_build, stop_arm64_build
 from tests.support.processes import (
     Env,
     Neo4jServer,
@@ -80,8 +81,28 @@ def _no_process_outside_slow_tests(
     assert not started, f"this test starts processes {started}: add it to tests/conftest.py's slow"
 
 
+def needs_arm64(item: pytest.Item) -> bool:
+    """Whether a test uses the arm64 binary (directly, or in the arm64 card)."""
+    return (
+        "arm64_card" in getattr(item, "fixturenames", ())
+        or "[arm64" in item.nodeid
+        or Path(str(item.fspath)).name == "test_arm64.py"
+    )
+
+
+_ARM64_BUILD: list[subprocess.Popen[bytes]] = []
+
+
+@pytest.hookimpl(trylast=True)  # after -k/-m deselection and pytest's own fixture ordering
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Mark every test that starts a whole process as slow (see PROCESS_FIXTURES)."""
+    """Mark every test that starts a whole process as slow (see PROCESS_FIXTURES); start the
+    arm64 binary's build in the background and run the tests that need it last."""
+    arm64 = [item for item in items if needs_arm64(item)]
+    if arm64:
+        items[:] = [item for item in items if not needs_arm64(item)] + arm64
+        build = start_arm64_build()
+        if build is not None:
+            _ARM64_BUILD.append(build)
     starts: dict[Path, bool] = {}
     for item in items:
         path = Path(str(item.fspath))
@@ -90,6 +111,12 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             starts[path] = any(call in source for call in PROCESS_CALLS)
         if starts[path] or PROCESS_FIXTURES & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.slow)
+
+
+def pytest_sessionfinish() -> None:
+    """Stop a background arm64 build that no test waited for (an interrupted session)."""
+    for build in _ARM64_BUILD:
+        stop_arm64_build(build)
 
 
 @pytest.fixture(scope="session")

@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 from appliance.memory.embedder import Embedder
-from tests.binary.conftest import arm64_binary
+from tests.support.frozen import arm64_binary
 from tests.support.processes import REPO, base_environ
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(3600)]  # a cold arm64 build: ~45 min
