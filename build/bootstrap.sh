@@ -5,7 +5,7 @@
 #   build/bootstrap.sh [--for run|test]   (`just run` bootstraps for run, `just test` for test)
 #
 # Caches (MAXY_CACHE_DIR, default ~/.cache/maxy) outlive clones of the repository: llama-cpp-python
-# is compiled from source once per machine into $MAXY_CACHE_DIR/wheels/<flavour>.
+# is compiled from source once per machine into $MAXY_CACHE_DIR/wheels/<flavour>-<key>.
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)

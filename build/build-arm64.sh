@@ -17,7 +17,7 @@
 #    list.
 # 3. llama-cpp-python, the one compiled dependency, is cross-compiled natively for armv8-a with
 #    Debian's aarch64 cross toolchain (build/llama-wheel.sh, MAXY_WHEEL_ARCH=aarch64; ~10 min once,
-#    cached in $MAXY_CACHE_DIR/arm64/wheels/armv8-a).
+#    cached in $MAXY_CACHE_DIR/arm64/wheels/armv8-a-<key>).
 # 4. build/build.sh runs in that root through binfmt_misc (registered as image/base.py does),
 #    installing from the wheelhouse only (no index) into the arm64 build virtualenv; its stamp
 #    and PyInstaller's work directory are cached, so a second build only re-freezes.

@@ -14,7 +14,7 @@
 # It is installed from build/freeze.lock, the whole dependency set with its hashes
 # (--require-hashes: an indirect dependency cannot change under a signed binary; `just lock`
 # remakes the file after pyproject.toml changes).
-# llama-cpp-python comes from the portable wheel in $MAXY_CACHE_DIR/wheels/<flavour>
+# llama-cpp-python comes from the portable wheel in $MAXY_CACHE_DIR/wheels/<flavour>-<key>
 # (build/llama-wheel.sh): the binary runs on every CPU of its architecture, not only this one.
 #
 # Build metadata (version, git revision, build date) goes into the binary as

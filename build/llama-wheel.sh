@@ -12,8 +12,8 @@
 # Both leave out llama-cpp-python's multimodal library (LLAVA_BUILD=OFF: libmtmd, loaded only by
 # its image chat handlers, which an embedder never imports): 51 of the 178 translation units
 # (12% of the source bytes) not compiled, and not carried by the binary.
-# The wheel lands in $MAXY_CACHE_DIR/wheels/<flavour>/ beside a FLAGS file naming how it was made;
-# a wheel made with other flags is never picked up (the directory is the key).
+# The wheel lands in $MAXY_CACHE_DIR/wheels/<flavour>-<key of version and flags>/ beside a FLAGS
+# file naming how it was made; a wheel made with other flags is never picked up.
 #
 # Cross-compiling (MAXY_WHEEL_ARCH=aarch64 on an x86_64 machine, as build-arm64.sh does): Debian's
 # aarch64 cross toolchain (gcc-aarch64-linux-gnu, g++-aarch64-linux-gnu) builds the same armv8-a
@@ -49,7 +49,12 @@ if [ "$target" != "$host" ]; then
   cross="-DCMAKE_SYSTEM_NAME=Linux -DCMAKE_SYSTEM_PROCESSOR=aarch64 -DCMAKE_C_COMPILER=aarch64-linux-gnu-gcc -DCMAKE_CXX_COMPILER=aarch64-linux-gnu-g++"
 fi
 
-dir=$cache/wheels/$flavour
+# The directory is keyed by the version and flags, so wheels made with other flags (an older
+# checkout, another branch) stay beside it instead of being rebuilt over; one compile at a time.
+dir=$cache/wheels/$flavour-$(echo "$version $flags" | sha256sum | cut -c1-12)
+mkdir -p "$cache/wheels"
+exec 8>"$dir.lock"
+flock 8
 if ! ls "$dir"/llama_cpp_python-"$version"-*.whl >/dev/null 2>&1 ||
    [ "$(cat "$dir/FLAGS" 2>/dev/null)" != "$version $flags" ]; then
   command -v gcc >/dev/null && command -v g++ >/dev/null ||

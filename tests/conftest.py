@@ -94,13 +94,13 @@ _ARM64_BUILD: list[subprocess.Popen[bytes]] = []
 
 
 @pytest.hookimpl(trylast=True)  # after -k/-m deselection and pytest's own fixture ordering
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Mark every test that starts a whole process as slow (see PROCESS_FIXTURES); start the
     arm64 binary's build in the background and run the tests that need it last."""
     arm64 = [item for item in items if needs_arm64(item)]
     if arm64:
         items[:] = [item for item in items if not needs_arm64(item)] + arm64
-        build = start_arm64_build()
+        build = None if config.option.collectonly else start_arm64_build()
         if build is not None:
             _ARM64_BUILD.append(build)
     starts: dict[Path, bool] = {}
