@@ -7,6 +7,7 @@ public   public agent pages (/{slug}, / on public hostnames, /bot)
 sites    /sites/* static publish tree
 sessions /api/admin/sessions/*, /api/admin/claude*: the session manager, relayed
 settings /admin/settings: Claude connection, API key, PIN, remote password, other devices
+plugins_admin /admin/plugins: the installed plugins, the optional ones turned on and off
 """
 
 from __future__ import annotations
@@ -21,7 +22,17 @@ from starlette.responses import Response
 from starlette.routing import BaseRoute
 from starlette.types import Scope
 
-from appliance.app import agents_admin, auth, chat, pages, public, sessions, sites, updates
+from appliance.app import (
+    agents_admin,
+    auth,
+    chat,
+    pages,
+    plugins_admin,
+    public,
+    sessions,
+    sites,
+    updates,
+)
 from appliance.app import settings as settings_page
 from appliance.app.context import AppContext
 from appliance.core.accounts import validate_account_id
@@ -67,6 +78,7 @@ def create_app(settings: Settings | None = None) -> Starlette:
         *updates.routes(ctx),
         *settings_page.routes(ctx),
         *agents_admin.routes(ctx),
+        *plugins_admin.routes(ctx),
         *pages.routes(ctx),
         *chat.routes(ctx),
         *public.routes(ctx),

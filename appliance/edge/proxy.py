@@ -32,7 +32,7 @@ NO_EXPECT = frozenset({b"expect"})
 class Proxy:
     """One pooled HTTP transport to the app's socket, plus per-request WebSocket legs."""
 
-    def __init__(self, socket: Path, brand: str = "Maxy") -> None:
+    def __init__(self, socket: Path, brand: str) -> None:
         self.socket = socket
         self.brand = brand
         self.app_is_up = True

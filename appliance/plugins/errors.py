@@ -20,3 +20,7 @@ class PluginRefused(PluginError):
 
 class PluginNotFound(PluginError):
     """No installed plugin, skill or role of that name."""
+
+
+class PluginLocked(PluginError):
+    """A core plugin cannot be turned off (or on: it always is)."""

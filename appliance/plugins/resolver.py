@@ -31,7 +31,7 @@ from appliance.core.accounts import ACCOUNT_FILE
 from appliance.core.config import Settings
 from appliance.core.fsio import write_atomic
 from appliance.core.resources import resource_path
-from appliance.plugins.errors import PluginError, PluginNotFound, PluginRefused
+from appliance.plugins.errors import PluginError, PluginLocked, PluginNotFound, PluginRefused
 from appliance.plugins.format import MANIFEST, NAME, Plugin, Root, missing_files, read_plugin
 
 log = logging.getLogger(__name__)
@@ -231,7 +231,7 @@ def set_enabled(settings: Settings, account_id: str, name: str, on: bool) -> Ins
     installed = resolve(settings, account_id)
     plugin = installed.get(name)
     if plugin.locked:
-        raise PluginError(f"{name} is a core plugin: it is always on.")
+        raise PluginLocked(f"{name} is a core plugin: it is always on.")
     names = set(installed.enabled_names)
     names = names | {name} if on else names - {name}
     write_enabled(settings, account_id, names)

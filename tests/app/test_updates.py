@@ -17,14 +17,12 @@ from typing import Any
 import httpx
 import pytest
 
-from appliance.core.accounts import create_account
 from appliance.ota import offers
 from appliance.ota.offers import Offer, Run, UpdatePaths
 from appliance.web import cookies
 from tests.app.running_app import RunningApp, edge_headers, start_app
 from tests.support import sse
-from tests.support.processes import Env, runtime_dir
-from tests.support.stacks import account_env
+from tests.support.stacks import app_env
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -35,13 +33,6 @@ EXTERNAL = edge_headers(network="external", ip="203.0.113.9", role="admin")
 PUBLIC = edge_headers(network="external", ip="203.0.113.9", role="public")
 SHA_OK = "a1" * 32
 SHA_BAD = "b2" * 32
-
-
-def updates_env(root: Path, **extra: str) -> Env:
-    """Settings for an app (and edge) with one account and no Neo4j."""
-    account = create_account(root / "data" / "accounts", "Test Owner")
-    env = account_env(root / "data", runtime_dir("maxy-run-"), account.id, **extra)
-    return Env(env, account.id)
 
 
 def sample_offers() -> list[Offer]:
@@ -73,7 +64,7 @@ def sample_offers() -> list[Offer]:
 
 @pytest.fixture
 def app(tmp_path: Path, start_maxy: Any) -> RunningApp:
-    env = updates_env(tmp_path)
+    env = app_env(tmp_path)
     offers.save_offers(UpdatePaths.from_settings(env.settings), sample_offers())
     return start_app(start_maxy, env)
 

@@ -19,12 +19,11 @@ from appliance.ota import offers
 from appliance.ota.offers import Offer, UpdatePaths
 from appliance.ota.usb import scanner_from_settings
 from tests.app import test_browser as shell_tests
-from tests.app.test_updates import updates_env
 from tests.ota import cards
 from tests.ota.cards import make_device, make_signer, slot_images, trust
 from tests.ota.sticks import fat_stick
 from tests.support.processes import maxy, wait_until
-from tests.support.stacks import Stack, running_stack
+from tests.support.stacks import Stack, app_env, running_stack
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -46,7 +45,7 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     signer = make_signer(root / "keys", "release")
     trust(device, signer)
     ota = {k: v for k, v in device.env.items() if k.startswith("MAXY_OTA_")}
-    env = updates_env(root, **ota)
+    env = app_env(root, **ota)
     assert env.settings.data_dir == device.data
     bundle = cards.make_bundle(root / "bundles", slot_images(root / "b", "1.4.0"), signer)
     stick = fat_stick(root / "stick.img", [bundle])

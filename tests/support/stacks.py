@@ -1,8 +1,9 @@
 """The stacks tests start: real `maxy` roles for one account, and ways to drive them.
 
 ``running_stack(env, logs, *roles)`` starts roles (engine first) and waits until each answers;
-``make_env`` (with the session Neo4j), ``sessions_env`` (the app beside a manager running the
-`claude` double, no Neo4j) and ``account_env`` (any other mix) make their settings;
+``make_env`` (with the session Neo4j), ``app_env`` (the app and edge alone, no Neo4j),
+``sessions_env`` (the app beside a manager running the `claude` double, no Neo4j) and
+``account_env`` (any other mix) make their settings;
 ``supervised_stack`` runs everything under `maxy run` with a Neo4j of its own. A
 module-scoped stack keeps page tests quick: the engine loads its model once per module. Requests
 go to the app's Unix socket (httpx, or :func:`raw_request` byte for byte), or to the edge's TCP
@@ -167,6 +168,13 @@ def make_env(neo4j: Neo4jServer, data: Path, brand: str = "Maxy", **extra: str) 
     """Settings for maxy child processes, with one account branded ``brand``."""
     account = create_account(data / "accounts", "Test Owner", product_name=brand)
     env = account_env(data, runtime_dir("maxy-run-"), account.id, **neo4j_vars(neo4j), **extra)
+    return Env(env, account.id)
+
+
+def app_env(root: Path, brand: str = "Maxy", **extra: str) -> Env:
+    """Settings for an app (and edge) with one account branded ``brand`` and no Neo4j."""
+    account = create_account(root / "data" / "accounts", "Test Owner", product_name=brand)
+    env = account_env(root / "data", runtime_dir("maxy-run-"), account.id, **extra)
     return Env(env, account.id)
 
 

@@ -8,6 +8,7 @@
 (function () {
   "use strict";
 
+  var brand = document.querySelector('meta[name="maxy-brand"]').content; // the product name
   var API = "/api/admin/sessions";
   var NOT_CONNECTED = "Claude is not connected on this device, so this session could not get an " +
     "answer. Connect Claude in Settings, then start a new session.";
@@ -231,7 +232,7 @@
         });
       })
       .catch(function () {
-        if (mine === loads) showTurns([], "Maxy did not answer. Check the connection and try again.");
+        if (mine === loads) showTurns([], brand + " did not answer. Check the connection and try again.");
       });
   }
 

@@ -8,6 +8,7 @@
 (function () {
   "use strict";
 
+  var brand = document.querySelector('meta[name="maxy-brand"]').content; // the product name
   var API = "/api/admin/claude";
   var POLL_MS = 1000;
   var SAY = {
@@ -24,7 +25,7 @@
     return request.then(function (response) {
       return response.json().catch(function () { return {}; }).then(function (body) {
         if (!response.ok) {
-          throw new Error(body.message || "Maxy answered HTTP " + response.status + ".");
+          throw new Error(body.message || brand + " answered HTTP " + response.status + ".");
         }
         return body;
       });

@@ -11,6 +11,7 @@
 (function () {
   "use strict";
 
+  var brand = document.querySelector('meta[name="maxy-brand"]').content; // the product name
   var CHANNEL = "maxy-session";
   var BANNER_ID = "session-banner";
   var BANNER_TEXT = "Your admin session was renewed in another tab. Click to reload.";
@@ -256,7 +257,7 @@
         say(form, "");
         handler(form)
           .catch(function () {
-            say(form, "Maxy did not answer. Check the connection and try again.");
+            say(form, brand + " did not answer. Check the connection and try again.");
           })
           .then(function () {
             if (button) button.disabled = false;

@@ -4,6 +4,7 @@
 (function () {
   "use strict";
 
+  var brand = document.querySelector('meta[name="maxy-brand"]').content; // the product name
   var root = document.getElementById("settings");
   var session = window.maxySession;
   if (!root || !session) return;
@@ -17,7 +18,7 @@
     return session.fetch(url, opts).then(function (response) {
       return response.json().catch(function () { return {}; }).then(function (answer) {
         if (!response.ok) {
-          throw new Error(answer.message || "Maxy answered HTTP " + response.status + ".");
+          throw new Error(answer.message || brand + " answered HTTP " + response.status + ".");
         }
         return answer;
       });

@@ -4,6 +4,7 @@
 (function () {
   "use strict";
 
+  var brand = document.querySelector('meta[name="maxy-brand"]').content; // the product name
   var root = document.getElementById("updates");
   if (!root) return;
   var STATUS = "/api/admin/updates";
@@ -70,7 +71,7 @@
   }
 
   function titleOf(offer) {
-    return offer.version ? "Maxy " + offer.version : offer.name;
+    return offer.version ? brand + " " + offer.version : offer.name;
   }
 
   function offerRow(offer) {
