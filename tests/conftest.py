@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import settings as hypothesis_settings
 
 from appliance.core.accounts import create_account
 from appliance.core.config import load_settings
@@ -30,6 +31,12 @@ from tests.support.processes import (
     runtime_dir,
 )
 from tests.support.stacks import account_env, neo4j_vars
+
+# Hypothesis's per-example deadline is a wall-clock assertion: on a loaded two-core machine an
+# example that touches the disk takes 350 ms now and then, and the test fails as "flaky". Tests
+# here never assert time, so no deadline; hangs are caught by pytest-timeout.
+hypothesis_settings.register_profile("maxy", deadline=None)
+hypothesis_settings.load_profile("maxy")
 
 
 @pytest.fixture

@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from appliance.agents.errors import AgentConflict, InvalidAgentInput, NoSuchAgent
-from appliance.core.accounts import ACCOUNT_FILE, Account
+from appliance.core.accounts import Account, AccountError, update_account_file
 from appliance.core.fsio import fsync_dir, write_atomic
 
 log = logging.getLogger(__name__)
@@ -339,15 +339,14 @@ def delete(agents_dir: Path, slug: object, default: str) -> None:
 def set_default(accounts_dir: Path, account: Account, agents_dir: Path, slug: object) -> Account:
     """Make ``slug`` the account's default agent in account.json; return the updated account."""
     folder = folder_of(agents_dir, slug)
-    path = accounts_dir / account.id / ACCOUNT_FILE
+
+    def edit(data: dict[str, Any]) -> None:
+        data["defaultAgent"] = folder.name
+
     try:
-        data = json.loads(path.read_text())
-    except (OSError, ValueError) as err:
-        raise InvalidAgentInput(f"The account file {path} cannot be read ({err}).") from err
-    if not isinstance(data, dict) or data.get("id") != account.id:
-        raise InvalidAgentInput(f"The account file {path} is not this account's.")
-    data["defaultAgent"] = folder.name
-    write_atomic(path, json.dumps(data, indent=2) + "\n")
+        data, _ = update_account_file(accounts_dir, account.id, edit)
+    except AccountError as err:
+        raise InvalidAgentInput(str(err)) from err
     log.info("[agents] op=set-default agent=%s", folder.name)
     return Account.from_json(data)
 

@@ -10,6 +10,10 @@ Errors::
     ├── AccountIdError        (reason: missing | no-on-disk-account | mismatch)
     └── BrandMissing          the account has no brand.productName
 
+account.json is changed by several processes (the app's pages, a session's admin tools, the
+manager's plugin resolver): every change goes through :func:`update_account_file`, which reads,
+changes and writes it under the account's lock file, so two changes at once both land.
+
 The brand's product name fills ``{{productName}}`` wherever shipped or owner-written text is read
 (plugins, skills, roles, agent prompts, pages): :meth:`Account.product_name` and
 :func:`fill_brand`. There is no default name: a missing one is the owner's to fix.
@@ -17,20 +21,24 @@ The brand's product name fills ``{{productName}}`` wherever shipped or owner-wri
 
 from __future__ import annotations
 
+import fcntl
 import json
 import logging
 import re
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from appliance.core.fsio import write_atomic
 
 log = logging.getLogger(__name__)
 
 ACCOUNT_FILE = "account.json"
+ACCOUNT_LOCK = ".account.lock"
+T = TypeVar("T")
 BRAND_PLACEHOLDER = "{{productName}}"
 DEFAULT_AGENT = "maxy"
 _UUID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
@@ -133,6 +141,34 @@ def create_account(
     write_atomic(folder / ACCOUNT_FILE, json.dumps(account.to_json(), indent=2) + "\n")
     log.info("[accounts] op=create account=%s", account.id)
     return account
+
+
+def read_account_file(accounts_dir: Path, account_id: str) -> dict[str, Any]:
+    """The account's account.json as stored (every key kept); AccountError if unusable."""
+    path = accounts_dir / account_id / ACCOUNT_FILE
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError) as err:
+        raise AccountError(f"The account file {path} cannot be read ({err}).") from err
+    if not isinstance(data, dict) or data.get("id") != account_id:
+        raise AccountError(f"The account file {path} is not the account {account_id}'s.")
+    return data
+
+
+def update_account_file(
+    accounts_dir: Path, account_id: str, change: Callable[[dict[str, Any]], T]
+) -> tuple[dict[str, Any], T]:
+    """Read account.json, let ``change`` edit it in place, write it back, all under the
+    account's lock; return the stored data and what ``change`` returned."""
+    folder = accounts_dir / account_id
+    with (folder / ACCOUNT_LOCK).open("a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        data = read_account_file(accounts_dir, account_id)
+        result = change(data)
+        if data.get("id") != account_id:
+            raise AccountError(f"A change of {folder / ACCOUNT_FILE} may not change its id.")
+        write_atomic(folder / ACCOUNT_FILE, json.dumps(data, indent=2) + "\n")
+    return data, result
 
 
 def list_accounts(accounts_dir: Path) -> list[Account]:

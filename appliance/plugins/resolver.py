@@ -19,17 +19,16 @@ sessions with a different tool set from the one the owner set up.
 
 from __future__ import annotations
 
-import json
 import logging
 import shutil
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from appliance.core.accounts import ACCOUNT_FILE
+from appliance.core import accounts
+from appliance.core.accounts import AccountError
 from appliance.core.config import Settings
-from appliance.core.fsio import write_atomic
 from appliance.core.resources import resource_path
 from appliance.plugins.errors import PluginError, PluginLocked, PluginNotFound, PluginRefused
 from appliance.plugins.format import MANIFEST, NAME, Plugin, Root, missing_files, read_plugin
@@ -142,26 +141,34 @@ class Installed:
 
 def read_account_file(settings: Settings, account_id: str) -> dict[str, Any]:
     """The account's account.json as stored (every key kept)."""
-    path = settings.accounts_dir / account_id / ACCOUNT_FILE
     try:
-        data = json.loads(path.read_text())
-    except (OSError, ValueError) as err:
-        raise PluginError(f"The account file {path} cannot be read ({err}).") from err
-    if not isinstance(data, dict) or data.get("id") != account_id:
-        raise PluginError(f"The account file {path} is not the account {account_id}'s.")
-    return data
+        return accounts.read_account_file(settings.accounts_dir, account_id)
+    except AccountError as err:
+        raise PluginError(str(err)) from err
+
+
+def _store_enabled(
+    settings: Settings, account_id: str, change: Callable[[set[str]], set[str]]
+) -> list[str]:
+    """Change the stored ``enabledPlugins`` under the account file's lock; return them."""
+
+    def edit(data: dict[str, Any]) -> list[str]:
+        enabled = sorted(change(set(_enabled_of(data))))
+        data[ENABLED_KEY] = enabled
+        return enabled
+
+    try:
+        _, enabled = accounts.update_account_file(settings.accounts_dir, account_id, edit)
+    except AccountError as err:
+        raise PluginError(str(err)) from err
+    log.info("[plugins] op=enabled account=%s plugins=%s", account_id, ",".join(enabled) or "-")
+    return enabled
 
 
 def write_enabled(settings: Settings, account_id: str, names: Iterable[str]) -> list[str]:
     """Store the account's ``enabledPlugins`` (sorted, unique); return them."""
-    data = read_account_file(settings, account_id)
-    enabled = sorted(set(names))
-    data[ENABLED_KEY] = enabled
-    write_atomic(
-        settings.accounts_dir / account_id / ACCOUNT_FILE, json.dumps(data, indent=2) + "\n"
-    )
-    log.info("[plugins] op=enabled account=%s plugins=%s", account_id, ",".join(enabled) or "-")
-    return enabled
+    wanted = set(names)
+    return _store_enabled(settings, account_id, lambda _: wanted)
 
 
 def _enabled_of(data: dict[str, Any]) -> list[str]:
@@ -221,7 +228,8 @@ def resolve(settings: Settings, account_id: str) -> Installed:
     stripped = [n for n in enabled if n in withheld and n not in names]
     if stripped:
         log.info("[plugins] op=strip account=%s plugins=%s", account_id, ",".join(stripped))
-        enabled = write_enabled(settings, account_id, [n for n in enabled if n not in stripped])
+        gone = set(stripped)
+        enabled = _store_enabled(settings, account_id, lambda names: names - gone)
     unknown = tuple(sorted(n for n in enabled if n not in names))
     return Installed(tuple(sorted(plugins, key=lambda p: p.name)), frozenset(enabled), unknown)
 
@@ -232,7 +240,5 @@ def set_enabled(settings: Settings, account_id: str, name: str, on: bool) -> Ins
     plugin = installed.get(name)
     if plugin.locked:
         raise PluginLocked(f"{name} is a core plugin: it is always on.")
-    names = set(installed.enabled_names)
-    names = names | {name} if on else names - {name}
-    write_enabled(settings, account_id, names)
+    _store_enabled(settings, account_id, lambda names: names | {name} if on else names - {name})
     return resolve(settings, account_id)

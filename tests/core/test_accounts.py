@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import re
 import tempfile
+import threading
 import uuid
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -20,6 +21,7 @@ from appliance.core.accounts import (
     AccountIdError,
     create_account,
     list_accounts,
+    update_account_file,
     validate_account_id,
 )
 
@@ -232,3 +234,30 @@ def test_an_id_that_is_not_on_disk_is_a_mismatch(account_id: str) -> None:
         with pytest.raises(AccountIdError) as caught:
             validate_account_id(accounts, account_id)
     assert caught.value.reason == "mismatch"
+
+
+def test_concurrent_changes_of_account_json_all_land(tmp_path: Path) -> None:
+    """Two writers changing different keys at once (a page and an admin tool) lose nothing."""
+    account = create_account(tmp_path, "Owner")
+
+    def add(key: str) -> None:
+        for i in range(40):
+            update_account_file(
+                tmp_path, account.id, lambda data, i=i: data.setdefault(key, []).append(i)
+            )
+
+    writers = [threading.Thread(target=add, args=(key,)) for key in ("left", "right")]
+    for writer in writers:
+        writer.start()
+    for writer in writers:
+        writer.join()
+    stored = json.loads((tmp_path / account.id / "account.json").read_text())
+    assert stored["left"] == stored["right"] == list(range(40))
+    assert stored["id"] == account.id and stored["brand"] == {"productName": "Maxy"}
+
+
+def test_a_change_may_not_move_the_account_to_another_id(tmp_path: Path) -> None:
+    account = create_account(tmp_path, "Owner")
+    with pytest.raises(AccountError, match="may not change its id"):
+        update_account_file(tmp_path, account.id, lambda data: data.update(id="other"))
+    assert json.loads((tmp_path / account.id / "account.json").read_text())["id"] == account.id
