@@ -242,9 +242,11 @@ def test_concurrent_changes_of_account_json_all_land(tmp_path: Path) -> None:
 
     def add(key: str) -> None:
         for i in range(40):
-            update_account_file(
-                tmp_path, account.id, lambda data, i=i: data.setdefault(key, []).append(i)
-            )
+
+            def append(data: dict[str, Any], i: int = i) -> None:
+                data.setdefault(key, []).append(i)
+
+            update_account_file(tmp_path, account.id, append)
 
     writers = [threading.Thread(target=add, args=(key,)) for key in ("left", "right")]
     for writer in writers:
