@@ -143,7 +143,8 @@ async def system_status(context: ToolContext, arguments: dict[str, Any]) -> dict
     space = await asyncio.to_thread(disk, settings)
     found = problems(parts, space)
     info = build_info()
-    rows = manager.get("rows") if isinstance(manager.get("rows"), dict) else {}
+    rows = manager.get("rows")
+    rows = rows if isinstance(rows, dict) else {}
     return {
         "status": "healthy" if not found else "degraded",
         "problems": found,

@@ -5,7 +5,6 @@ its JSON export format); filters, the cap, and secrets never shown."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import stat
@@ -20,12 +19,12 @@ import pytest
 from appliance import supervisor
 from appliance.core.accounts import create_account
 from appliance.core.config import Settings, load_settings
-from appliance.core.identity import Caller
 from appliance.core.proc import stop_group
 from appliance.mcp import logs
-from appliance.mcp.tool import ToolContext, ToolError
+from appliance.mcp.tool import ToolError
 from tests.support.processes import runtime_dir, wait_until
 from tests.support.stacks import answers, manager_env
+from tests.support.tools import call_tool, tool_context, tool_refusal
 
 pytestmark = pytest.mark.slow
 
@@ -34,10 +33,7 @@ PASSWORD = "correct-horse-battery"
 
 
 def read(settings: Settings, /, **arguments: Any) -> dict[str, Any]:
-    context = ToolContext(settings, Caller(account_id=settings.account_id), None)  # type: ignore[arg-type]
-    assert logs.TOOLS[0].handler is not None
-    result: dict[str, Any] = asyncio.run(logs.TOOLS[0].handler(context, arguments))
-    return result
+    return call_tool(logs.TOOLS, "logs-read", tool_context(settings), arguments)
 
 
 @pytest.fixture
@@ -209,8 +205,5 @@ def test_another_account_reads_no_device_logs(tmp_path: Path) -> None:
     device = create_account(data / "accounts", "Owner")
     other = create_account(data / "accounts", "Neighbour")
     settings = load_settings({"MAXY_DATA_DIR": str(data), "MAXY_ACCOUNT_ID": device.id})
-    context = ToolContext(settings, Caller(account_id=other.id), None)  # type: ignore[arg-type]
-    assert logs.TOOLS[0].handler is not None
-    with pytest.raises(ToolError) as caught:
-        asyncio.run(logs.TOOLS[0].handler(context, {}))
-    assert caught.value.code == "other-account"
+    context = tool_context(settings, other.id)
+    assert tool_refusal(logs.TOOLS, "logs-read", context, {}).code == "other-account"

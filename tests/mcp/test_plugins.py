@@ -4,7 +4,6 @@ plugins on and off, and every refusal."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 from pathlib import Path
 from typing import Any
@@ -13,11 +12,11 @@ import pytest
 
 from appliance.core.accounts import create_account
 from appliance.core.config import Settings, load_settings
-from appliance.core.identity import Caller
 from appliance.mcp import plugins
 from appliance.mcp.tool import ToolContext, ToolError
 from appliance.plugins.claude import register
 from appliance.plugins.resolver import account_root, read_account_file, resolve
+from tests.support.tools import call_tool, tool_context, tool_refusal
 
 BRAND = "Gardenia"
 
@@ -36,8 +35,7 @@ def settings(tmp_path: Path) -> Settings:
 
 
 def context_of(settings: Settings, **caller: Any) -> ToolContext:
-    who = Caller(account_id=caller.pop("account_id", settings.account_id), **caller)
-    return ToolContext(settings=settings, caller=who, engine=None)  # type: ignore[arg-type]
+    return tool_context(settings, **caller)
 
 
 @pytest.fixture
@@ -46,16 +44,11 @@ def context(settings: Settings) -> ToolContext:
 
 
 def call(name: str, context: ToolContext, /, **arguments: Any) -> dict[str, Any]:
-    tool = next(tool for tool in plugins.TOOLS if tool.name == name)
-    assert tool.handler is not None
-    result: dict[str, Any] = asyncio.run(tool.handler(context, arguments))
-    return result
+    return call_tool(plugins.TOOLS, name, context, arguments)
 
 
 def refused(name: str, context: ToolContext, /, **arguments: Any) -> ToolError:
-    with pytest.raises(ToolError) as caught:
-        call(name, context, **arguments)
-    return caught.value
+    return tool_refusal(plugins.TOOLS, name, context, arguments)
 
 
 def store(context: ToolContext, **extra: Any) -> dict[str, Any]:
@@ -284,7 +277,5 @@ def test_only_the_callers_own_account(settings: Settings, tmp_path: Path) -> Non
 def test_a_public_caller_is_refused(settings: Settings) -> None:
     public = context_of(settings, scopes=("public",), agent="concierge")
     for tool in plugins.TOOLS:
-        assert tool.handler is not None
-        with pytest.raises(ToolError) as caught:
-            asyncio.run(tool.handler(public, {"plugin": "memory", "name": "skill-builder"}))
-        assert caught.value.code == "owner-only"
+        arguments = {"plugin": "memory", "name": "skill-builder"}
+        assert tool_refusal(plugins.TOOLS, tool.name, public, arguments).code == "owner-only"

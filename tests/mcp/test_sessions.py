@@ -5,42 +5,33 @@ all are busy; the idle reaper stops a silent one)."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 from appliance.core.accounts import create_account
 from appliance.core.config import load_settings
-from appliance.core.identity import Caller
 from appliance.mcp import sessions
 from appliance.mcp.tool import ToolContext, ToolError
 from tests.sessions.conftest import Manager
 from tests.sessions.test_spawn import option
+from tests.support.tools import call_tool, tool_context, tool_refusal
 
 
 def context_for(manager: Manager, **caller: Any) -> ToolContext:
-    who = Caller(account_id=caller.pop("account_id", manager.account_id), **caller)
-    return ToolContext(load_settings(manager.env), who, None)  # type: ignore[arg-type]
+    return tool_context(load_settings(manager.env), **caller)
 
 
 def call(name: str, context: ToolContext, /, **arguments: Any) -> dict[str, Any]:
-    tool = next(tool for tool in sessions.TOOLS if tool.name == name)
-    assert tool.handler is not None
-    result: dict[str, Any] = asyncio.run(tool.handler(context, arguments))
-    return result
+    return call_tool(sessions.TOOLS, name, context, arguments)
 
 
 def refused(name: str, context: ToolContext, /, **arguments: Any) -> ToolError:
-    with pytest.raises(ToolError) as caught:
-        call(name, context, **arguments)
-    return caught.value
+    return tool_refusal(sessions.TOOLS, name, context, arguments)
 
 
 def finished(row: dict[str, Any]) -> bool:
-    return row["status"] == "idle" and row["turnEnded"]
+    return bool(row["status"] == "idle" and row["turnEnded"])
 
 
 def test_session_list_newest_first_and_one_with_its_last_reply(start_manager: Any) -> None:
@@ -97,7 +88,7 @@ def test_sessions_of_another_account_are_not_the_callers(start_manager: Any) -> 
 def test_an_absent_manager_is_a_clear_error(start_manager: Any, tmp_path: Path) -> None:
     manager: Manager = start_manager()
     settings = load_settings({**manager.env, "MAXY_RUNTIME_DIR": str(tmp_path / "nowhere")})
-    context = ToolContext(settings, Caller(account_id=manager.account_id), None)  # type: ignore[arg-type]
+    context = tool_context(settings)
     error = refused("session-list", context)
     assert error.code == "manager-unavailable" and "does not answer" in str(error)
 

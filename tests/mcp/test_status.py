@@ -3,7 +3,6 @@ the app, the edge and a manager running the `claude` double; healthy, then a par
 
 from __future__ import annotations
 
-import asyncio
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -11,13 +10,13 @@ from typing import Any
 
 import pytest
 from mcp import ClientSession, StdioServerParameters, stdio_client
+from mcp.types import TextContent
 
-from appliance.core.identity import Caller
 from appliance.core.version import build_info
 from appliance.mcp import status
-from appliance.mcp.tool import ToolContext
 from tests.support.processes import Neo4jServer
 from tests.support.stacks import DOUBLE, Stack, make_env, running_stack, start_manager
+from tests.support.tools import call_tool, tool_context
 
 
 @pytest.fixture
@@ -35,11 +34,8 @@ def stack(neo4j_server: Neo4jServer, tmp_path: Path) -> Iterator[Stack]:
 
 
 def system_status(stack: Stack) -> dict[str, Any]:
-    caller = Caller(account_id=stack.env.account_id, session_id="s-admin")
-    context = ToolContext(stack.env.settings, caller, None)  # type: ignore[arg-type]
-    assert status.TOOLS[0].handler is not None
-    result: dict[str, Any] = asyncio.run(status.TOOLS[0].handler(context, {}))
-    return result
+    context = tool_context(stack.env.settings, session_id="s-admin")
+    return call_tool(status.TOOLS, "system-status", context, {})
 
 
 def test_every_part_reports_healthy_then_a_stopped_part_is_named(stack: Stack) -> None:
@@ -84,4 +80,5 @@ async def test_system_status_through_the_admin_server(stack: Stack) -> None:
         result = await session.call_tool("system-status", {})
     assert not result.is_error, result.content
     assert result.structured_content["status"] == "healthy"
-    assert '"status": "healthy"' in result.content[0].text
+    [text] = result.content
+    assert isinstance(text, TextContent) and '"status": "healthy"' in text.text
