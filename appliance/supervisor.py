@@ -3,6 +3,11 @@
 Each role is a child process; a child that exits is restarted with backoff (1 s doubling to
 30 s, reset once it has stayed up for a minute). SIGINT/SIGTERM stop the children in reverse
 order. On the device systemd does this job, one unit per role.
+
+A role's output goes to the terminal as it comes and to ``<data_dir>/logs/<role>.log``, each line
+there stamped with the time it was written (what the journal is on the device, for the admin
+plugin's ``logs-read``). A file over :data:`LOG_CAP` bytes is moved to ``<role>.log.1`` when its
+role starts. Neo4j's output goes to its console log, as ``maxy neo4j start`` keeps it.
 """
 
 from __future__ import annotations
@@ -11,10 +16,15 @@ import logging
 import os
 import signal
 import subprocess
+import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import IO
 
 from appliance.core.config import Settings, SettingsError
 from appliance.core.ports import check_port_free
@@ -30,6 +40,7 @@ POLL_INTERVAL = 0.2
 STOP_TIMEOUT = 30.0
 MAX_BACKOFF = 30.0
 STABLE_AFTER = 60.0
+LOG_CAP = 8 * 1024 * 1024  # bytes of a role's log before it is rotated (once, to .1)
 
 
 @dataclass
@@ -81,14 +92,52 @@ class Child:
         log.info("[supervisor] op=stop child=%s code=%s", self.name, proc.returncode)
 
 
-def _role(name: str, environ: Mapping[str, str]) -> Callable[[], subprocess.Popen[bytes]]:
+def _tee(source: IO[bytes], path: Path) -> None:
+    """Copy a child's output to our stderr as it comes, and to ``path`` with a time stamp."""
+    with path.open("ab") as file:
+        for line in iter(source.readline, b""):
+            sys.stderr.buffer.write(line)
+            sys.stderr.flush()
+            stamp = datetime.now().astimezone().isoformat(timespec="milliseconds")
+            file.write(stamp.encode() + b" " + line)
+            file.flush()
+    source.close()
+
+
+def open_role_log(log_dir: Path, name: str) -> Path:
+    """``<log_dir>/<name>.log``, moved to ``.1`` first when it has grown past :data:`LOG_CAP`."""
+    log_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+    path = log_dir / f"{name}.log"
+    try:
+        if path.stat().st_size > LOG_CAP:
+            os.replace(path, path.with_name(f"{name}.log.1"))
+    except FileNotFoundError:
+        pass
+    return path
+
+
+def start_role(name: str, environ: Mapping[str, str], log_dir: Path) -> subprocess.Popen[bytes]:
+    """Start ``maxy <name>`` with its output teed to the terminal and its log file."""
+    path = open_role_log(log_dir, name)
+    proc = subprocess.Popen(
+        [*self_command(), name],
+        env=dict(environ),
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+        preexec_fn=die_with_parent,
+    )
+    assert proc.stdout is not None
+    threading.Thread(target=_tee, args=(proc.stdout, path), name=f"tee-{name}", daemon=True).start()
+    return proc
+
+
+def _role(
+    name: str, environ: Mapping[str, str], log_dir: Path
+) -> Callable[[], subprocess.Popen[bytes]]:
     def start() -> subprocess.Popen[bytes]:
-        return subprocess.Popen(
-            [*self_command(), name],
-            env=dict(environ),
-            start_new_session=True,
-            preexec_fn=die_with_parent,
-        )
+        return start_role(name, environ, log_dir)
 
     return start
 
@@ -159,7 +208,7 @@ def run(settings: Settings, environ: Mapping[str, str]) -> int:
             children.append(neo4j)
             wait_for_bolt(instance, 180.0, neo4j.proc)
         for role in ("engine", "manager", "app", "edge"):
-            child = Child(role, _role(role, environ))
+            child = Child(role, _role(role, environ, settings.log_dir))
             child.launch()
             children.append(child)
         log.info("[supervisor] op=ready url=http://%s:%s/", settings.host, settings.port)

@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from appliance import supervisor
 from appliance.core.accounts import create_account
 from tests.support.processes import (
     get_health,
@@ -44,6 +45,11 @@ def test_killed_neo4j_is_reported_then_restarted(tmp_path: Path, start_maxy: Any
     # The generated password is kept in the data directory, owner-only.
     password_file = data / "keys" / "neo4j-password"
     assert password_file.stat().st_mode & 0o777 == 0o600
+    # Each role's output is kept in <data>/logs/<role>.log, every line stamped (logs-read).
+    for role in ("engine", "manager", "app", "edge"):
+        lines = (data / "logs" / f"{role}.log").read_text().splitlines()
+        assert lines and all(line[:2] == "20" and line[10] == "T" for line in lines), role
+    assert "[sessions] op=start" in (data / "logs" / "manager.log").read_text()
 
     home = data / "neo4j"
     first = neo4j_pid(home)
@@ -67,3 +73,15 @@ def test_killed_neo4j_is_reported_then_restarted(tmp_path: Path, start_maxy: Any
     assert run.stop() == 0
     wait_until(lambda: not alive(second), 30, "Neo4j to stop with the supervisor")
     assert health_status(port) is None
+
+
+def test_a_roles_log_is_moved_aside_once_it_is_large(tmp_path: Path) -> None:
+    logs = tmp_path / "logs"
+    first = supervisor.open_role_log(logs, "engine")
+    assert first == logs / "engine.log" and logs.stat().st_mode & 0o777 == 0o700
+    first.write_bytes(b"x" * (supervisor.LOG_CAP + 1))
+    again = supervisor.open_role_log(logs, "engine")
+    assert again == first and not again.exists()
+    assert (logs / "engine.log.1").stat().st_size == supervisor.LOG_CAP + 1
+    again.write_text("small\n")
+    assert supervisor.open_role_log(logs, "engine").read_text() == "small\n"

@@ -39,13 +39,13 @@ from appliance.agents.public_agent import HISTORY_MESSAGES, PublicAgent, Turn
 from appliance.core.accounts import Account
 from appliance.core.config import Settings
 from appliance.core.fsio import read_secret
+from appliance.web.manager_client import ManagerClient
 
 log = logging.getLogger(__name__)
 
 VisitorPath = Literal["api-key", "claude", "none"]
 REPLY_TIMEOUT = 180.0  # seconds a session gets to start, answer and end
 PENDING_POLL = 0.2  # while its transcript does not exist yet
-CONNECT_TIMEOUT = 5.0
 HISTORY_CHARS = 4000
 
 VISITOR_PATHS: dict[str, str] = {
@@ -110,11 +110,7 @@ class SessionAgent(PublicAgent):
         self.socket = socket
 
     def _http(self) -> httpx.AsyncClient:
-        return httpx.AsyncClient(
-            transport=httpx.AsyncHTTPTransport(uds=str(self.socket)),
-            base_url="http://manager",
-            timeout=httpx.Timeout(REPLY_TIMEOUT, connect=CONNECT_TIMEOUT),
-        )
+        return ManagerClient(self.socket, timeout=REPLY_TIMEOUT).http()
 
     async def reply(
         self, history: Sequence[Turn], text: str, screening: Screening, memory: str = ""

@@ -565,6 +565,17 @@ class Settings:
         return self.runtime_dir / "manager.sock"
 
     @property
+    def edge_health_url(self) -> str:
+        """The edge's ``/healthz`` as a process on this device reaches it."""
+        host = "127.0.0.1" if self.host in ("0.0.0.0", "::", "") else self.host
+        return f"http://{host}:{self.port}/healthz"
+
+    @property
+    def log_dir(self) -> Path:
+        """Where ``maxy run`` keeps each role's output in development (``<role>.log``)."""
+        return self.data_dir / "logs"
+
+    @property
     def cookie_key_path(self) -> Path:
         """HMAC key of login cookies, shared by the edge and the app."""
         return self.keys_dir / "cookie-hmac.key"

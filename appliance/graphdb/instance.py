@@ -92,6 +92,11 @@ def ensure_password(path: Path) -> str:
     return password
 
 
+def console_log(home: Path) -> Path:
+    """Where a Neo4j home's server output goes when Maxy starts it (supervised or background)."""
+    return home / "logs" / "console.log"
+
+
 @dataclass(frozen=True)
 class Neo4jInstance:
     """One development Neo4j server, described by the settings."""
@@ -153,7 +158,7 @@ class Neo4jInstance:
     @property
     def console_log(self) -> Path:
         """Output of a server started in the background."""
-        return self.home / "logs" / "console.log"
+        return console_log(self.home)
 
     def _environment(self) -> dict[str, str]:
         return {

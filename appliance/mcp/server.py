@@ -124,8 +124,8 @@ def build_server(
         try:
             text, result = await run(tool, params.arguments or {})
         except ToolError as err:
-            log.warning("[mcp] op=call tool=%s error=refused", tool.name)
-            return _error(str(err))
+            log.warning("[mcp] op=call tool=%s error=%s", tool.name, err.code or "refused")
+            return _error(str(err), err.to_json())
         except RemoteError as err:
             log.warning("[mcp] op=call tool=%s error=%s", tool.name, err.code)
             return _error(f"{tool.name} failed ({err.code}): {err}")
@@ -157,9 +157,11 @@ def build_server(
     )
 
 
-def _error(message: str) -> types.CallToolResult:
+def _error(message: str, structured: dict[str, Any] | None = None) -> types.CallToolResult:
     return types.CallToolResult(
-        content=[types.TextContent(type="text", text=message)], is_error=True
+        content=[types.TextContent(type="text", text=message)],
+        structured_content=structured,
+        is_error=True,
     )
 
 

@@ -22,7 +22,22 @@ LARGE_RESULT = {"anthropic/maxResultSizeChars": 80_000}
 
 
 class ToolError(Exception):
-    """A local tool's refusal or failure: the message is what the agent reads (is_error)."""
+    """A local tool's refusal or failure: the message is what the agent reads (is_error).
+
+    A ``code`` (and details) makes the refusal structured too: the result's structured content
+    is ``{"code", "message", …details}``, so a caller can act on the code.
+    """
+
+    def __init__(self, message: str, code: str | None = None, **details: Any) -> None:
+        super().__init__(message)
+        self.code = code
+        self.details = details
+
+    def to_json(self) -> dict[str, Any] | None:
+        """The structured form of a coded refusal (None for a plain one)."""
+        if self.code is None:
+            return None
+        return {"code": self.code, "message": str(self), **self.details}
 
 
 @dataclass(frozen=True)

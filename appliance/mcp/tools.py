@@ -6,7 +6,8 @@ A tool is one of two kinds:
   is not written here: it is the request type of that method (:mod:`appliance.rpc.engine`) cut to
   the arguments the tool exposes, so the MCP view and the engine's contract cannot drift apart.
 - **local** (``handler`` with its own ``input_schema``): the call runs inside the ``maxy mcp``
-  process (the clock, a web fetch, the session manager), with a :class:`ToolContext`.
+  process (a web fetch, the session manager, the account's plugins), with a
+  :class:`ToolContext`: :mod:`appliance.mcp.web`, :mod:`appliance.mcp.admin`.
 
 ``maxy mcp --plugin NAME`` serves the tools whose ``plugin`` is NAME; each plugin's ``PLUGIN.md``
 lists the same names (a test holds the two equal).
@@ -14,7 +15,7 @@ lists the same names (a test holds the two equal).
 
 from __future__ import annotations
 
-from appliance.mcp import web
+from appliance.mcp import admin, web
 from appliance.mcp.tool import (
     ALWAYS_LOAD,
     LARGE_RESULT,
@@ -149,7 +150,7 @@ MEMORY_TOOLS: tuple[Tool, ...] = (
 )
 
 # Every plugin's tools, in one table (a plugin's module adds its tuple here).
-TOOLS: tuple[Tool, ...] = MEMORY_TOOLS + web.TOOLS
+TOOLS: tuple[Tool, ...] = MEMORY_TOOLS + web.TOOLS + admin.TOOLS
 BY_NAME = {tool.name: tool for tool in TOOLS}
 
 

@@ -20,8 +20,10 @@ in the last session?" is one Cypher hop from the session's Conversation.
 
 Secrets never reach the graph: values under keys named like a password, secret, token, API key
 or authorization, and text that looks like a key — a bearer token, an ``sk-…`` key, a long hex
-string, a long base64-looking string with mixed case and digits — become ``[redacted]`` before
-anything is cut or stored, in the ToolCall and the Task alike.
+string, a long base64-looking string with mixed case and digits, the value of a ``password=…``
+or ``"token": "…"`` in text — become ``[redacted]`` before anything is cut or stored, in the
+ToolCall and the Task alike. :func:`redact_text` is the same for one text (the admin plugin's
+``logs-read`` shows log lines through it).
 
 One log line per call: ``[audit] op=record tool=… session=… linked=… error=… task=…``.
 """
@@ -64,6 +66,14 @@ _SECRET_TEXT = re.compile(
     r"\bBearer\s+[A-Za-z0-9._~+/=-]{8,}|\bsk-[A-Za-z0-9_-]{8,}|\b[0-9A-Fa-f]{32,}\b",
     re.IGNORECASE,
 )
+# ``password=…``, ``token: …``, ``"apiKey": "…"`` in text: the value goes, the name stays.
+_SECRET_ASSIGNMENT = re.compile(
+    r"(?P<key>[A-Za-z0-9_.-]*(?:password|passwd|passphrase|secret|token|api[_-]?key"
+    r"|private[_-]?key|access[_-]?key|credential|authori[sz]ation)[A-Za-z0-9_.-]*)"
+    r"(?P<sep>[\"']?\s*[=:]\s*)"
+    r"(?P<value>(?!\[redacted\])(?:\"[^\"]*\"|'[^']*'|[^\s,;&\"'}\]]+))",
+    re.IGNORECASE,
+)
 # Candidates for an encoded key; :func:`_looks_random` decides (paths and words are not keys).
 _LONG_TOKEN = re.compile(r"[A-Za-z0-9+/_-]{32,}={0,2}")
 _SEPARATORS = re.compile(r"[/_-]")
@@ -79,8 +89,16 @@ def _looks_random(token: str) -> bool:
     )
 
 
-def _redact_text(text: str) -> str:
+def _assignment(match: re.Match[str]) -> str:
+    value = match.group("value")
+    quote = value[0] if value[:1] in ("'", '"') else ""
+    return f"{match.group('key')}{match.group('sep')}{quote}{REDACTED}{quote}"
+
+
+def redact_text(text: str) -> str:
+    """``text`` with key-looking words and the values of secret-named assignments redacted."""
     text = _SECRET_TEXT.sub(REDACTED, text)
+    text = _SECRET_ASSIGNMENT.sub(_assignment, text)
     return _LONG_TOKEN.sub(lambda m: REDACTED if _looks_random(m.group()) else m.group(), text)
 
 
@@ -94,7 +112,7 @@ def redact(value: Any) -> Any:
     if isinstance(value, list | tuple):
         return [redact(item) for item in value]
     if isinstance(value, str):
-        return _redact_text(value)
+        return redact_text(value)
     return value
 
 

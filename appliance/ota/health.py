@@ -27,6 +27,7 @@ from appliance.ota.progress import Progress
 from appliance.rpc.client import RpcClient
 from appliance.rpc.protocol import RpcError
 from appliance.tunnel.state import tunnel_health
+from appliance.web.manager_client import ManagerClient, ManagerError, ManagerRefused
 
 POLL_INTERVAL = 2.0
 CHECK_TIMEOUT = 10.0
@@ -46,13 +47,9 @@ class Check:
         return {"name": self.name, "ok": self.ok, "detail": self.detail}
 
 
-def _edge_host(settings: Settings) -> str:
-    return "127.0.0.1" if settings.host in ("0.0.0.0", "::", "") else settings.host
-
-
 async def check_edge(settings: Settings) -> Check:
     """The edge answers /healthz with 200."""
-    url = f"http://{_edge_host(settings)}:{settings.port}/healthz"
+    url = settings.edge_health_url
     try:
         async with httpx.AsyncClient(timeout=CHECK_TIMEOUT) as client:
             response = await client.get(url)
@@ -87,18 +84,14 @@ async def check_engine(settings: Settings) -> Check:
 async def check_manager(settings: Settings) -> Check:
     """The session manager answers on its Unix socket."""
     socket = settings.manager_socket
-    transport = httpx.AsyncHTTPTransport(uds=str(socket))
     try:
-        async with httpx.AsyncClient(transport=transport, timeout=CHECK_TIMEOUT) as client:
-            response = await client.get("http://manager/healthz")
-    except httpx.HTTPError as err:
-        return Check("manager", False, f"{socket}: {type(err).__name__}")
-    try:
-        ok = response.status_code == 200 and bool(response.json().get("ok"))
-    except ValueError:
-        ok = False
-    if not ok:
-        return Check("manager", False, f"{socket} answered {response.status_code}")
+        answer = await ManagerClient(socket, timeout=CHECK_TIMEOUT).healthz()
+    except ManagerRefused as err:
+        return Check("manager", False, f"{socket} answered {err.status}")
+    except ManagerError as err:
+        return Check("manager", False, f"{socket}: {type(err.__cause__ or err).__name__}")
+    if not answer.get("ok"):
+        return Check("manager", False, f"{socket} answered without ok")
     return Check("manager", True, "answering")
 
 

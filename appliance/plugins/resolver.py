@@ -78,6 +78,19 @@ def shipped_bundles(brand: dict[str, Any], available: Iterable[str]) -> set[str]
     return set()
 
 
+def shipped_names(settings: Settings) -> dict[str, str]:
+    """Every plugin name the program or a premium bundle ships (listed or not), and where.
+
+    An account plugin may take none of them: the day its brand ships that bundle, the two
+    copies would differ and the manager would refuse to start.
+    """
+    names = {folder.name: "core" for folder in _folders(core_root())}
+    for bundle in _bundles(premium_root(settings)):
+        for folder in _folders(bundle / "plugins"):
+            names.setdefault(folder.name, f"premium bundle {bundle.name}")
+    return names
+
+
 @dataclass(frozen=True)
 class Installed:
     """An account's plugins: every one it has, and which are on."""

@@ -7,7 +7,9 @@ Two kinds of spawn:
   mcp-helper``, with the account's environment), its roles and skills in a generated
   ``--plugin-dir``, its instructions in the system prompt; ``--add-dir`` names the bundled agent
   directories, permission mode and model come from the request or the settings, and
-  ``--resume`` continues an earlier session.
+  ``--resume`` continues an earlier session. With a ``role`` (a role of an enabled plugin), the
+  session runs as that role, ``--agent <plugin>:<role>``: its prompt and its ``tools:`` line; a
+  specialist (``specialist: true``) is one the manager's caps count as such.
 - ``public-spawn``: a visitor's chat: ``--strict-mcp-config`` with only the plugins that allow a
   public tool (their servers list only those tools), no built-in tools (``--tools ""``), an
   allow-list of exactly the public tools and a deny list covering the native tools and every
@@ -50,7 +52,7 @@ from appliance.core.fsio import read_secret, write_atomic
 from appliance.core.identity import Caller
 from appliance.core.resources import external_environ
 from appliance.plugins.claude import Registration, register
-from appliance.plugins.errors import PluginError
+from appliance.plugins.errors import PluginError, PluginNotFound
 from appliance.plugins.resolver import Installed, read_account_file, resolve
 from appliance.rpc.client import RpcClient
 from appliance.rpc.protocol import RpcError
@@ -309,11 +311,13 @@ class Spawner:
             log.error("[plugins] %s", err)
             raise PluginsBroken(f"{err}. Fix or remove that plugin, then try again.") from err
 
-    def registration(self, kind: Kind, session_id: str) -> Registration:
+    def registration(
+        self, kind: Kind, session_id: str, installed: Installed | None = None
+    ) -> Registration:
         """What this spawn gets from the enabled plugins (servers, roles, skills, prompt)."""
         product = Account.from_json(read_account_file(self.settings, self.account_id))
         return register(
-            self.checked_plugins(),
+            installed or self.checked_plugins(),
             kind,
             product.product_name(),
             session_id,
@@ -321,6 +325,23 @@ class Spawner:
             self.server_env(session_id),
             self.config_dir,
         )
+
+    def agent_for(self, request: SpawnRequest, installed: Installed) -> str | None:
+        """The ``--agent`` of an admin spawn for a role: ``<plugin>:<role>`` (None without one).
+
+        The generated ``--plugin-dir`` names each role after its plugin; a role no enabled
+        plugin defines is the request's mistake (400), found before a slot is taken.
+        """
+        if request.kind != "admin" or request.role is None:
+            return None
+        try:
+            plugin = installed.role(request.role)
+        except PluginNotFound as err:
+            roles = ", ".join(sorted(r for p in installed.enabled for r in p.agents))
+            raise BadRequest(
+                f"{err} The roles here: {roles or 'none'}.", role=request.role
+            ) from err
+        return f"{plugin.name}:{request.role}"
 
     async def previous_context(self, request: SpawnRequest) -> str | None:
         """The ``<previous-context>`` block for an admin spawn; None for public or on failure."""
@@ -357,12 +378,16 @@ class Spawner:
         if token is not None:
             env.pop("ANTHROPIC_API_KEY", None)
             env["CLAUDE_CODE_OAUTH_TOKEN"] = token
-        plugins = self.registration(request.kind, session_id)
+        installed = self.checked_plugins()
+        agent = self.agent_for(request, installed)
+        plugins = self.registration(request.kind, session_id, installed)
         argv += ["--mcp-config", json.dumps({"mcpServers": plugins.servers})]
         if request.kind == "admin":
             mode = request.permission_mode or self.settings.claude_permission_mode
             if plugins.plugin_dir is not None:
                 argv += ["--plugin-dir", str(plugins.plugin_dir)]
+            if agent is not None:
+                argv += ["--agent", agent]
             for folder in self.agent_dirs():
                 argv += ["--add-dir", str(folder.resolve())]
             env.update(ACCOUNT_ID=self.account_id)

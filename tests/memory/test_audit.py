@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from appliance.core.identity import Caller
-from appliance.memory.audit import MAX_CHARS, REDACTED, record_tool_call, redact
+from appliance.memory.audit import MAX_CHARS, REDACTED, record_tool_call, redact, redact_text
 from appliance.memory.conversations import record_message
 from appliance.memory.errors import WriteRejected
 from tests.memory.conftest import Memory
@@ -307,3 +307,18 @@ async def test_a_task_never_claims_another_accounts_node(memory: Memory) -> None
 async def test_a_malformed_produced_list_is_refused(memory: Memory, produced: Any) -> None:
     with pytest.raises(WriteRejected):
         await record(memory, session_id="s-bad", durable=True, produced=produced)
+
+
+@pytest.mark.parametrize(
+    ("text", "kept"),
+    [
+        ("connect password=hunter2 now", "connect password=[redacted] now"),
+        ('{"apiKey": "abc123", "n": 1}', '{"apiKey": "[redacted]", "n": 1}'),
+        ("token: t0k3n, then", "token: [redacted], then"),
+        ("Authorization: Bearer eyJhbGciOiJIUzI1NiJ9.x.y", "Authorization: [redacted]"),
+        ("my tokens of appreciation", "my tokens of appreciation"),
+        ("op=spawn kind=admin specialist=True", "op=spawn kind=admin specialist=True"),
+    ],
+)
+def test_the_value_of_a_secret_named_assignment_is_redacted(text: str, kept: str) -> None:
+    assert redact_text(text) == kept

@@ -1,6 +1,7 @@
 """An executable stand-in for the `claude` CLI, for the session manager's tests.
 
-It behaves like the real CLI where the manager looks: it writes ``sessions/<pid>.json`` under
+It behaves like the real CLI where the manager looks (``--version`` too; ``--agent`` is taken
+and recorded like the rest of argv): it writes ``sessions/<pid>.json`` under
 ``$CLAUDE_CONFIG_DIR`` at start (status idle/busy, ``procStart`` from ``/proc/self/stat``),
 writes the transcript ``projects/<slug>/<sessionId>.jsonl`` on its first turn, adds title lines,
 ends turns with a ``stop_reason``, removes its PID file when it exits cleanly, and takes prompts
@@ -76,6 +77,7 @@ SINGLE = {
     "--model",
     "--append-system-prompt",
     "--plugin-dir",
+    "--agent",
 }
 VARIADIC = {"--mcp-config", "--add-dir", "--allowedTools", "--disallowedTools", "--tools"}
 DIRECTIVE = re.compile(r"\[double ([^\]]*)\]")
@@ -596,4 +598,7 @@ if __name__ == "__main__":
     delegate = os.environ.get("CLAUDE_DOUBLE_DELEGATE")
     if delegate:
         os.execv(delegate, [delegate, *sys.argv[1:]])  # noqa: S606 - the double hands over to the CLI
+    if sys.argv[1:2] == ["--version"]:
+        print(f"{VERSION} (Claude Code)")
+        sys.exit(0)
     Double(sys.argv[1:]).run()

@@ -132,3 +132,46 @@ def test_the_real_cli_gets_each_plugins_tools_and_roles(start_manager: Any) -> N
         print("public tools:", sorted(public))
         # DeferredToolPlaceholder is the CLI's own stand-in for tools behind tool search.
         assert sorted(set(public) - {"DeferredToolPlaceholder"}) == ["mcp__lookup__memory-search"]
+
+
+def test_the_real_cli_runs_a_specialist_as_its_role(start_manager: Any) -> None:
+    """A role spawn (``--agent admin:database-operator``) gets the role's prompt and tools line."""
+    assert CLAUDE is not None
+    with FakeAnthropic(reply="All parts healthy.") as api:
+        env = {
+            "ANTHROPIC_BASE_URL": api.url,
+            "ANTHROPIC_API_KEY": "sk-ant-local-smoke-test-key-0123456789",
+            "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+        }
+        if os.geteuid() == 0:
+            env["IS_SANDBOX"] = "1"
+        manager: Manager = start_manager(env=env, claude_bin=CLAUDE)
+        row = manager.spawn("check the device", role="database-operator", specialist=True)
+        done = manager.wait_row(row["id"], lambda r: r["turnEnded"], timeout=120)
+        assert done["specialist"] is True and done["role"] == "database-operator"
+        role_tools = {
+            "mcp__admin__system-status",
+            "mcp__admin__logs-read",
+            "mcp__admin__session-list",
+            "mcp__memory__memory-search",
+            "mcp__memory__memory-reindex",
+        }
+        log = manager.config_dir / "mcp" / row["id"] / "helper.log"
+        booted = lambda: log.is_file() and log.read_text().count("op=boot") >= 3  # noqa: E731
+        wait_until(booted, 60, "the servers' boot")
+        offered: set[str] = set()
+        # A server's tools reach the model from the first request after the CLI has listed
+        # them (it connects without blocking): ask again until both servers' tools are there.
+        for prompts in range(2, 7):
+            manager.request("POST", f"/{row['id']}/input", json={"text": "and?", "submit": True})
+            manager.wait_row(
+                row["id"], lambda r, n=prompts: r["prompts"] == n and r["turnEnded"], timeout=120
+            )
+            turns = [b for b in api.messages if "You diagnose" in json.dumps(b.get("system"))]
+            offered = {tool["name"] for tool in turns[-1].get("tools", [])}
+            if role_tools <= offered:
+                break
+        print("specialist tools:", sorted(offered))
+        # Exactly the role's tools line: no native tool, no MCP tool the line does not name.
+        assert offered - {"DeferredToolPlaceholder"} == role_tools
+        manager.stop(row["id"])

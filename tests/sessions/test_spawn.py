@@ -127,7 +127,7 @@ def test_the_sidecar_holds_what_the_spawn_said(recorded: tuple[Manager, Path]) -
     row = manager.spawn(
         "meta",
         senderId="u1",
-        role="owner",
+        role="librarian",
         channel="whatsapp",
         url="https://example.invalid/c/1",
         hidden=True,
@@ -137,7 +137,7 @@ def test_the_sidecar_holds_what_the_spawn_said(recorded: tuple[Manager, Path]) -
     sidecar = json.loads((project / f"{row['id']}.meta.json").read_text())
     assert {k: sidecar[k] for k in ("senderId", "role", "channel", "url", "hidden")} == {
         "senderId": "u1",
-        "role": "owner",
+        "role": "librarian",
         "channel": "whatsapp",
         "url": "https://example.invalid/c/1",
         "hidden": True,
@@ -145,6 +145,31 @@ def test_the_sidecar_holds_what_the_spawn_said(recorded: tuple[Manager, Path]) -
     assert sidecar["specialist"] is True and sidecar["model"] == "opus"
     assert sidecar["permissionMode"] == "bypassPermissions" and sidecar["startedAt"] > 0
     assert row["senderId"] == "u1" and row["specialist"] is True and row["hidden"] is True
+
+
+def test_an_admin_spawn_with_a_role_runs_as_that_agent(recorded: tuple[Manager, Path]) -> None:
+    manager, record = recorded
+    row = manager.spawn("check the database", role="database-operator", specialist=True)
+    argv = json.loads((record / f"{row['id']}.json").read_text())["argv"]
+    # The generated plugin folder names each role after its plugin, as the real CLI lists them.
+    assert option(argv, "--agent") == ["admin:database-operator"]
+    [folder] = option(argv, "--plugin-dir")
+    assert (Path(folder) / "admin" / "agents" / "database-operator.md").is_file()
+    assert (
+        "--agent"
+        not in json.loads((record / f"{manager.spawn('plain')['id']}.json").read_text())["argv"]
+    )
+    visitor = manager.spawn("hello", kind="public", role="visitor")  # a label on a public spawn
+    assert "--agent" not in json.loads((record / f"{visitor['id']}.json").read_text())["argv"]
+
+
+def test_a_role_no_enabled_plugin_defines_is_refused(manager: Manager) -> None:
+    response = manager.request("POST", "/rc-spawn", json={"message": "x", "role": "astronaut"})
+    assert response.status_code == 400, response.text
+    body = response.json()
+    assert body["code"] == "bad-request" and body["role"] == "astronaut"
+    assert "librarian" in body["message"]
+    assert manager.status()["caps"]["total"] == 0
 
 
 def test_resume_continues_the_same_transcript(manager: Manager) -> None:
