@@ -164,9 +164,11 @@ def test_the_real_cli_runs_a_specialist_as_its_role(start_manager: Any) -> None:
         # them (it connects without blocking): ask again until both servers' tools are there.
         for prompts in range(2, 7):
             manager.request("POST", f"/{row['id']}/input", json={"text": "and?", "submit": True})
-            manager.wait_row(
-                row["id"], lambda r, n=prompts: r["prompts"] == n and r["turnEnded"], timeout=120
-            )
+
+            def answered(r: dict[str, Any], n: int = prompts) -> bool:
+                return bool(r["prompts"] == n and r["turnEnded"])
+
+            manager.wait_row(row["id"], answered, timeout=120)
             turns = [b for b in api.messages if "You diagnose" in json.dumps(b.get("system"))]
             offered = {tool["name"] for tool in turns[-1].get("tools", [])}
             if role_tools <= offered:
