@@ -14,7 +14,7 @@ lists the same names (a test holds the two equal).
 
 from __future__ import annotations
 
-from appliance.mcp import web
+from appliance.mcp import scheduling, web
 from appliance.mcp.tool import (
     ALWAYS_LOAD,
     LARGE_RESULT,
@@ -149,7 +149,12 @@ MEMORY_TOOLS: tuple[Tool, ...] = (
 )
 
 # Every plugin's tools, in one table (a plugin's module adds its tuple here).
-TOOLS: tuple[Tool, ...] = MEMORY_TOOLS + web.TOOLS
+TOOLS: tuple[Tool, ...] = (
+    MEMORY_TOOLS
+    + web.TOOLS
+    # scheduling: the time, times in words, events and reminders
+    + scheduling.TOOLS
+)
 BY_NAME = {tool.name: tool for tool in TOOLS}
 
 

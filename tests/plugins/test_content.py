@@ -61,7 +61,7 @@ def test_no_literal_brand_in_shipped_content() -> None:
 
 
 def test_the_core_plugins_are_shipped() -> None:
-    expected = {"cloudflare", "maxy-guide", "memory", "projects", "web"}
+    expected = {"cloudflare", "maxy-guide", "memory", "projects", "scheduling", "web"}
     assert set(PLUGINS) == expected
 
 
