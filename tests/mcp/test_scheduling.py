@@ -5,18 +5,22 @@ from __future__ import annotations
 
 import asyncio
 import json
+import sys
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 from zoneinfo import ZoneInfo
 
 import pytest
+from mcp import ClientSession, StdioServerParameters, stdio_client
 
 from appliance.core.accounts import create_account, owner_zone
 from appliance.core.config import load_settings
 from appliance.core.identity import Caller
 from appliance.mcp import scheduling
 from appliance.mcp.tools import ToolContext, ToolError, tools_of
+from tests.memory.test_service import engine_healthy
+from tests.support.processes import Env, wait_until
 
 PARIS = ZoneInfo("Europe/Paris")
 NEW_YORK = ZoneInfo("America/New_York")
@@ -200,3 +204,58 @@ def test_the_plugin_serves_the_tools_its_manifest_lists_with_their_public_flags(
     assert schemas["event-create"]["required"] == ["name", "startDate"]
     assert "now" not in schemas["reminder-create"]["properties"]  # the clock is not the agent's
     assert "caller" not in schemas["event-update"]["properties"]
+
+
+# --- through `maxy mcp --plugin scheduling` and a real engine --------------------------------
+
+
+@pytest.fixture
+def engine(maxy_env: Env, start_maxy: Any) -> Env:
+    process = start_maxy(maxy_env, "engine")
+    wait_until(lambda: engine_healthy(maxy_env), 90, f"engine health\n{process.output()}")
+    return maxy_env
+
+
+def server(env: Env, **extra: str) -> StdioServerParameters:
+    variables = {**env.vars, "ACCOUNT_ID": env.account_id, "SESSION_ID": "s-sched", **extra}
+    args = ["-m", "appliance", "mcp", "--plugin", "scheduling"]
+    return StdioServerParameters(command=sys.executable, args=args, env=variables)
+
+
+@pytest.mark.anyio
+async def test_reminders_through_the_plugins_server_and_only_the_time_for_visitors(
+    engine: Env,
+) -> None:
+    async with (
+        stdio_client(server(engine)) as (read, write),
+        ClientSession(read, write) as owner,
+    ):
+        await owner.initialize()
+        listed = {tool.name for tool in (await owner.list_tools()).tools}
+        assert listed == {tool.name for tool in tools_of("scheduling")}
+        made = await owner.call_tool(
+            "reminder-create",
+            {"name": "Renew the lease", "dueDate": "2099-01-05T09:00", "rrule": "FREQ=YEARLY"},
+        )
+        assert not made.is_error, made.content
+        assert made.structured_content is not None
+        reminder = made.structured_content
+        assert reminder["next"] == "2099-01-05T09:00:00+00:00"  # the account has no zone: UTC
+        found = await owner.call_tool("reminder-list", {})
+        assert [r["name"] for r in (found.structured_content or {})["reminders"]] == [
+            "Renew the lease"
+        ]
+        refused = await owner.call_tool("reminder-create", {"name": "x", "dueDate": "soon"})
+        assert refused.is_error and "not ISO 8601" in refused.content[0].text  # type: ignore[union-attr]
+        gone = await owner.call_tool("reminder-cancel", {"id": reminder["id"]})
+        assert (gone.structured_content or {})["status"] == "cancelled"
+
+    public = server(engine, ALLOWED_SCOPES="public", MAXY_MCP_TOOLS="current-datetime,time-resolve")
+    async with stdio_client(public) as (read, write), ClientSession(read, write) as visitor:
+        await visitor.initialize()
+        listed = {tool.name for tool in (await visitor.list_tools()).tools}
+        assert listed == {"current-datetime", "time-resolve"}
+        now = await visitor.call_tool("current-datetime", {})
+        assert (now.structured_content or {})["timeZone"] == "UTC"
+        sneaky = await visitor.call_tool("reminder-list", {})
+        assert sneaky.is_error and "no tool" in sneaky.content[0].text  # type: ignore[union-attr]
