@@ -239,7 +239,9 @@ def cmd_embed(settings: Settings, args: argparse.Namespace) -> int:
 def cmd_account(settings: Settings, args: argparse.Namespace) -> int:
     """Create or list accounts."""
     if args.account_command == "create":
-        account = create_account(settings.accounts_dir, args.owner, args.product_name)
+        account = create_account(
+            settings.accounts_dir, args.owner, args.product_name, time_zone=args.time_zone
+        )
         print(account.id)
         return 0
     accounts = list_accounts(settings.accounts_dir)
@@ -342,6 +344,9 @@ def build_parser() -> argparse.ArgumentParser:
     create = account_sub.add_parser("create", help="create an account; prints its id")
     create.add_argument("--owner", required=True, help="the owner's name")
     create.add_argument("--product-name", default="Maxy", help="brand name shown to visitors")
+    create.add_argument(
+        "--time-zone", help="the owner's IANA time zone, e.g. Europe/Paris (default: UTC)"
+    )
     listing = account_sub.add_parser("list", help="list accounts")
     listing.add_argument("--json", action="store_true")
     account.set_defaults(func=cmd_account)

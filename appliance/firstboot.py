@@ -46,6 +46,7 @@ from typing import Any, BinaryIO
 from appliance.agents.store import is_slug
 from appliance.core import proc
 from appliance.core.accounts import ACCOUNT_FILE, DEFAULT_AGENT, create_account, list_accounts
+from appliance.core.clock import TimeZoneError, load_zone
 from appliance.core.config import Settings
 from appliance.core.fsio import write_atomic
 from appliance.core.version import build_info
@@ -61,7 +62,7 @@ MOUNTINFO = Path("/proc/self/mountinfo")
 SYS = Path("/sys")
 MIB = 1024 * 1024
 TOOL_TIMEOUT = 600  # resize2fs on a large card takes a while
-PRESET_KEYS = frozenset({"owner", "brand", "defaultAgent", "id"})
+PRESET_KEYS = frozenset({"owner", "brand", "defaultAgent", "id", "timeZone"})
 _UUID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
 
 
@@ -92,6 +93,7 @@ class Preset:
     brand: dict[str, Any]
     default_agent: str
     account_id: str | None
+    time_zone: str | None = None
 
 
 def load_preset(path: Path) -> Preset:
@@ -125,11 +127,17 @@ def load_preset(path: Path) -> Preset:
     account_id = data.get("id")
     if account_id is not None and not (isinstance(account_id, str) and _UUID.match(account_id)):
         problems.append('"id" must be a lower-case UUID')
+    time_zone = data.get("timeZone")
+    if time_zone is not None:
+        try:
+            time_zone = load_zone(time_zone).key
+        except TimeZoneError as err:
+            problems.append(f'"timeZone": {err}')
     if problems:
         raise PresetError(f"The account preset {path} is not usable: {'; '.join(problems)}. {fix}")
     assert isinstance(owner, str) and isinstance(brand, dict) and isinstance(agent, str)
     brand = {"productName": "Maxy", **brand}
-    return Preset(owner.strip(), brand, agent, account_id)
+    return Preset(owner.strip(), brand, agent, account_id, time_zone)
 
 
 # --- where the data partition is -----------------------------------------------------------
@@ -451,6 +459,7 @@ def run(
             brand=preset.brand,
             default_agent=preset.default_agent,
             account_id=preset.account_id,
+            time_zone=preset.time_zone,
         )
         write_atomic(env_file, f"MAXY_ACCOUNT_ID={account.id}\n")
         made.append(env_file)

@@ -62,6 +62,8 @@ CREATE CONSTRAINT tool_call_id_unique IF NOT EXISTS FOR (n:ToolCall) REQUIRE n.i
 // that need attention (read into every admin session's <previous-context>, appliance/memory/context.py).
 CREATE CONSTRAINT review_digest_id_unique IF NOT EXISTS FOR (n:ReviewDigest) REQUIRE n.id IS UNIQUE;
 CREATE CONSTRAINT review_alert_id_unique IF NOT EXISTS FOR (n:ReviewAlert) REQUIRE n.id IS UNIQUE;
+// The scheduling plugin's reminders (its events are Event nodes): appliance/memory/scheduling.py.
+CREATE CONSTRAINT reminder_id_unique IF NOT EXISTS FOR (n:Reminder) REQUIRE n.id IS UNIQUE;
 
 // Natural keys that writes MERGE on: unique per account, so concurrent first writes cannot race.
 CREATE CONSTRAINT report_minute_key IF NOT EXISTS FOR (n:Report) REQUIRE (n.accountId, n.minuteKey) IS UNIQUE;
@@ -115,11 +117,15 @@ CREATE INDEX cloudflare_hostname_account IF NOT EXISTS FOR (n:CloudflareHostname
 CREATE INDEX tool_call_account IF NOT EXISTS FOR (n:ToolCall) ON (n.accountId);
 CREATE INDEX review_digest_account IF NOT EXISTS FOR (n:ReviewDigest) ON (n.accountId, n.createdAt);
 CREATE INDEX review_alert_account IF NOT EXISTS FOR (n:ReviewAlert) ON (n.accountId, n.createdAt);
+CREATE INDEX reminder_account IF NOT EXISTS FOR (n:Reminder) ON (n.accountId);
 
 // ── Lookups the write paths use ────────────────────────────────────────────────────────────────
 CREATE INDEX knowledge_document_attachment IF NOT EXISTS FOR (n:KnowledgeDocument) ON (n.accountId, n.attachmentId);
 CREATE INDEX chunk_content_hash IF NOT EXISTS FOR (n:Chunk) ON (n.accountId, n.contentHash);
 CREATE INDEX report_title IF NOT EXISTS FOR (n:Report) ON (n.accountId, n.title);
+// What is due next: the session manager's loop asks every half minute.
+CREATE INDEX event_next_fire IF NOT EXISTS FOR (n:Event) ON (n.accountId, n.nextFireAt);
+CREATE INDEX reminder_next_fire IF NOT EXISTS FOR (n:Reminder) ON (n.accountId, n.nextFireAt);
 
 // ── Vector indexes: one per indexed label, cosine, exact vectors (a home graph is small) ──────
 CREATE VECTOR INDEX question_embedding IF NOT EXISTS FOR (n:Question) ON n.embedding WITH [n.accountId]
@@ -167,6 +173,6 @@ CREATE VECTOR INDEX report_embedding IF NOT EXISTS FOR (n:Report) ON n.embedding
 // An existing index of another analyzer, labels or properties is dropped and created anew when
 // the schema is applied (appliance/memory/schema.py), and Neo4j repopulates it in the background.
 CREATE FULLTEXT INDEX entity_search IF NOT EXISTS
-  FOR (n:Question|DefinedTerm|Review|Service|Person|LocalBusiness|PriceSpecification|Task|CreativeWork|DigitalDocument|KnowledgeDocument|Section|Chunk|Conversation|Message|Event|Workflow|Preference|Report|UserProfile|Organization|Place|PostalAddress|ContactPoint|Product|Offer|Brand|Answer|DefinedTermSet|Article|WebPage|WebSite|EmailMessage|Note|Project|Goal|Instruction|Agent|Skill|Schedule|Invoice|Order)
+  FOR (n:Question|DefinedTerm|Review|Service|Person|LocalBusiness|PriceSpecification|Task|CreativeWork|DigitalDocument|KnowledgeDocument|Section|Chunk|Conversation|Message|Event|Workflow|Preference|Report|UserProfile|Organization|Place|PostalAddress|ContactPoint|Product|Offer|Brand|Answer|DefinedTermSet|Article|WebPage|WebSite|EmailMessage|Note|Project|Goal|Instruction|Agent|Skill|Schedule|Reminder|Invoice|Order)
   ON EACH [n.name, n.alternateName, n.firstName, n.lastName, n.givenName, n.familyName, n.title, n.headline, n.summary, n.description, n.body, n.bodyPreview, n.content, n.text, n.subject, n.email, n.telephone, n.keywords, n.compiledTruth, n.question, n.answer, n.instruction, n.url]
   OPTIONS {indexConfig: {`fulltext.analyzer`: 'english'}};

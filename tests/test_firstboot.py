@@ -144,12 +144,14 @@ def test_a_second_run_does_nothing_and_says_so(card: dict[str, str]) -> None:
     assert snapshot(data) == before
 
 
-def test_the_preset_can_fix_the_account_id(card: dict[str, str]) -> None:
+def test_the_preset_can_fix_the_account_id_and_time_zone(card: dict[str, str]) -> None:
     account_id = str(uuid.uuid4())
-    write_preset(card, {"owner": "Ann", "id": account_id, "brand": {"productName": "Ann's"}})
+    preset = {"owner": "Ann", "id": account_id, "brand": {"productName": "Ann's"}}
+    write_preset(card, {**preset, "timeZone": "Europe/Lisbon"})
     assert firstboot(card).returncode == 0
     [account] = list_accounts(Path(card["MAXY_DATA_DIR"]) / "accounts")
     assert account.id == account_id and account.brand == {"productName": "Ann's"}
+    assert account.time_zone == "Europe/Lisbon"
 
 
 def test_an_existing_account_is_kept_and_the_preset_not_even_read(card: dict[str, str]) -> None:
@@ -187,6 +189,7 @@ def test_without_a_preset_no_account_is_made_and_first_boot_still_finishes(
         ({"owner": "Ann", "defaultAgent": "Not A Slug"}, '"defaultAgent" must be'),
         ({"owner": "Ann", "defaultAgent": "admin"}, '"defaultAgent" must be'),
         ({"owner": "Ann", "id": "1234"}, '"id" must be a lower-case UUID'),
+        ({"owner": "Ann", "timeZone": "Lisbon"}, "\"timeZone\": 'Lisbon' is not a time zone"),
     ],
 )
 def test_a_malformed_preset_is_refused_before_anything_is_written(

@@ -1,13 +1,14 @@
-"""Public agents without an API key: each visitor message runs as a toolless Claude Code session.
+"""Public agents without an API key: each visitor message runs as a public Claude Code session.
 
 Which path serves visitors (:func:`visitor_path`):
 
 - ``api-key``: an Anthropic API key is stored: the gateway, the classifier and the agent call the
   Messages API (:mod:`appliance.agents.public_agent`);
 - ``claude``: no key, but Claude is connected (Connect Claude): :class:`SessionAgent` asks the
-  session manager for a public session (``POST /public-spawn`` — toolless by construction, see
-  :mod:`appliance.sessions.spawn`) with the agent's prompt appended to its system prompt, the
-  message (and the recent conversation) as its first prompt, ``closeAfterTurn`` and ``hidden``;
+  session manager for a public session (``POST /public-spawn`` — no tools but the public ones,
+  the time; see :mod:`appliance.sessions.spawn`) with the agent's prompt appended to its system
+  prompt, the message (and the recent conversation) as its first prompt, ``closeAfterTurn`` and
+  ``hidden``;
   it follows the session's transcript (``GET /<id>/log?follow=1``) and relays each assistant
   text to the visitor, then deletes the ended session (the conversation is kept in the graph by
   :mod:`appliance.agents.visitors`);
@@ -51,9 +52,9 @@ HISTORY_CHARS = 4000
 VISITOR_PATHS: dict[str, str] = {
     "api-key": "Visitors are answered through your Anthropic API key.",
     "claude": (
-        "Visitors are answered through your Claude subscription (a toolless Claude Code "
-        "session per message). Add an Anthropic API key in Settings to answer them through the "
-        "API instead."
+        "Visitors are answered through your Claude subscription (a Claude Code session per "
+        "message, with no tools but telling the time). Add an Anthropic API key in Settings to "
+        "answer them through the API instead."
     ),
     "none": (
         "Visitors are being turned away: no Anthropic API key is set and Claude is not "
@@ -101,7 +102,7 @@ def assistant_text(entry: dict[str, Any]) -> str:
 
 
 class SessionAgent(PublicAgent):
-    """A public agent answered by a toolless public Claude Code session."""
+    """A public agent answered by a public Claude Code session (public tools only)."""
 
     def __init__(
         self, client: AnthropicClient, model: str, folder: Path, account: Account, socket: Path

@@ -12,9 +12,10 @@ cookie key, domain-separated from login cookies), set on the first request. Each
 screened by the inbound gateway (public channel); unless it is discarded, what memory holds for
 it is fetched as the agent (:mod:`appliance.agents.recall`: query classifier, guarded search), and
 the agent answers with that in its prompt — through the Messages API when an API key is stored
-(:mod:`appliance.agents.public_agent`, toolless), else, when Claude is connected, as a toolless
-public Claude Code session (:mod:`appliance.agents.claude_code`); the conversation is kept by
-:mod:`appliance.agents.visitors` (in the graph from the visitor's second message).
+(:mod:`appliance.agents.public_agent`, toolless), else, when Claude is connected, as a public
+Claude Code session with only the public tools (:mod:`appliance.agents.claude_code`); the
+conversation is kept by :mod:`appliance.agents.visitors` (in the graph from the visitor's second
+message).
 
 Refusals, before any stream: 404 unknown agent, 415 not JSON, 403 cross-site Origin, 400 empty
 or malformed, 413 a message over :data:`MAX_MESSAGE_CHARS` characters, 429 too many messages

@@ -8,7 +8,11 @@ Errors::
 
     AccountError
     ├── AccountIdError        (reason: missing | no-on-disk-account | mismatch)
-    └── BrandMissing          the account has no brand.productName
+    ├── BrandMissing          the account has no brand.productName
+    └── AccountTimeZoneError  account.json's timeZone is not an IANA zone
+
+The owner's time zone is account.json's ``timeZone`` (an IANA name; UTC while unset): the
+scheduling tools show and read every time in it (:func:`owner_zone`, :func:`set_time_zone`).
 
 account.json is changed by several processes (the app's pages, a session's admin tools, the
 manager's plugin resolver): every change goes through :func:`update_account_file`, which reads,
@@ -31,7 +35,9 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TypeVar
+from zoneinfo import ZoneInfo
 
+from appliance.core.clock import TimeZoneError, load_zone
 from appliance.core.fsio import write_atomic
 
 log = logging.getLogger(__name__)
@@ -41,6 +47,8 @@ ACCOUNT_LOCK = ".account.lock"
 T = TypeVar("T")
 BRAND_PLACEHOLDER = "{{productName}}"
 DEFAULT_AGENT = "maxy"
+TIME_ZONE_KEY = "timeZone"
+DEFAULT_TIME_ZONE = "UTC"
 _UUID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
 
 
@@ -65,6 +73,10 @@ class BrandMissing(AccountError):
     """The account's brand names no product."""
 
 
+class AccountTimeZoneError(AccountError):
+    """The account's time zone is not an IANA zone."""
+
+
 def fill_brand(text: str, product_name: str) -> str:
     """``text`` with every ``{{productName}}`` replaced by the brand's product name."""
     return text.replace(BRAND_PLACEHOLDER, product_name)
@@ -79,6 +91,7 @@ class Account:
     created_at: str
     default_agent: str
     brand: dict[str, Any]
+    time_zone: str | None = None  # IANA name; None: UTC
 
     def product_name(self) -> str:
         """The brand's product name, or :class:`BrandMissing` saying how to set it."""
@@ -92,13 +105,16 @@ class Account:
 
     def to_json(self) -> dict[str, Any]:
         """Return the on-disk form."""
-        return {
+        data: dict[str, Any] = {
             "id": self.id,
             "owner": self.owner,
             "createdAt": self.created_at,
             "defaultAgent": self.default_agent,
             "brand": self.brand,
         }
+        if self.time_zone:
+            data[TIME_ZONE_KEY] = self.time_zone
+        return data
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Account:
@@ -109,6 +125,7 @@ class Account:
             created_at=str(data.get("createdAt", "")),
             default_agent=str(data.get("defaultAgent", DEFAULT_AGENT)),
             brand=dict(data.get("brand") or {}),
+            time_zone=str(data[TIME_ZONE_KEY]) if data.get(TIME_ZONE_KEY) else None,
         )
 
 
@@ -120,18 +137,22 @@ def create_account(
     brand: dict[str, Any] | None = None,
     default_agent: str = DEFAULT_AGENT,
     account_id: str | None = None,
+    time_zone: str | None = None,
 ) -> Account:
     """Create a new account directory and its account.json (``brand`` replaces product_name)."""
     if not owner.strip():
         raise AccountError("An account needs an owner name: `maxy account create --owner NAME`.")
     if account_id is not None and not _UUID.match(account_id):
         raise AccountError(f"{account_id!r} is not a lower-case UUID; an account id must be one.")
+    if time_zone is not None:
+        time_zone = _zone(time_zone).key
     account = Account(
         id=account_id or str(uuid.uuid4()),
         owner=owner.strip(),
         created_at=datetime.now(UTC).isoformat(timespec="seconds"),
         default_agent=default_agent,
         brand=dict(brand) if brand is not None else {"productName": product_name},
+        time_zone=time_zone,
     )
     folder = accounts_dir / account.id
     # An empty folder is what an interrupted creation leaves; an account.json is an account.
@@ -213,3 +234,33 @@ def validate_account_id(accounts_dir: Path, account_id: str) -> Account:
         f"MAXY_ACCOUNT_ID={account_id} matches no account under {accounts_dir}. "
         "`maxy account list` shows the ids on disk.",
     )
+
+
+def _zone(name: object) -> ZoneInfo:
+    try:
+        return load_zone(name)
+    except TimeZoneError as err:
+        raise AccountTimeZoneError(str(err)) from err
+
+
+def owner_zone(accounts_dir: Path, account_id: str) -> ZoneInfo:
+    """The owner's time zone: account.json's ``timeZone``, UTC while it is unset."""
+    path = accounts_dir / account_id / ACCOUNT_FILE
+    name = read_account_file(accounts_dir, account_id).get(TIME_ZONE_KEY) or DEFAULT_TIME_ZONE
+    try:
+        return load_zone(name)
+    except TimeZoneError as err:
+        raise AccountTimeZoneError(
+            f"{path} has timeZone {name!r}, which is not a time zone. Set a valid one (the "
+            "time-zone-set tool, or an IANA name such as Europe/Paris in the file)."
+        ) from err
+
+
+def set_time_zone(accounts_dir: Path, account_id: str, name: object) -> ZoneInfo:
+    """Store the owner's time zone in account.json (every other key kept); return it."""
+    zone = _zone(name)
+    update_account_file(
+        accounts_dir, account_id, lambda data: data.update({TIME_ZONE_KEY: zone.key})
+    )
+    log.info("[accounts] op=set-time-zone account=%s zone=%s", account_id, zone.key)
+    return zone

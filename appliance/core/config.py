@@ -330,6 +330,13 @@ SETTINGS: tuple[Setting, ...] = (
         "stop_grace", 5.0, "Seconds a stopped session gets after SIGTERM before SIGKILL.", _seconds
     ),
     Setting(
+        "schedule_interval",
+        30.0,
+        "Seconds between the manager's checks for due reminders and events (sooner when one "
+        "is due sooner).",
+        _seconds,
+    ),
+    Setting(
         "manager_keepalive",
         25.0,
         "Seconds between keep-alive comments on the session feed.",
@@ -481,6 +488,7 @@ class Settings:
     idle_reap_interval: float
     idle_limit: float
     stop_grace: float
+    schedule_interval: float
     manager_keepalive: float
     cloudflared_bin: str
     chromium_bin: str

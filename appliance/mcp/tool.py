@@ -10,6 +10,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from appliance.core.clock import Clock, utc_now
 from appliance.core.config import Settings
 from appliance.core.identity import Caller
 from appliance.rpc.client import RpcClient
@@ -42,11 +43,12 @@ class ToolError(Exception):
 
 @dataclass(frozen=True)
 class ToolContext:
-    """What a local tool's handler may use: the settings, the caller, the engine."""
+    """What a local tool's handler may use: the settings, the caller, the engine, the clock."""
 
     settings: Settings
     caller: Caller
     engine: RpcClient
+    clock: Clock = utc_now
 
 
 Handler = Callable[[ToolContext, dict[str, Any]], Awaitable[Any]]

@@ -15,7 +15,7 @@ lists the same names (a test holds the two equal).
 
 from __future__ import annotations
 
-from appliance.mcp import admin, web
+from appliance.mcp import admin, scheduling, web
 from appliance.mcp.tool import (
     ALWAYS_LOAD,
     LARGE_RESULT,
@@ -150,7 +150,13 @@ MEMORY_TOOLS: tuple[Tool, ...] = (
 )
 
 # Every plugin's tools, in one table (a plugin's module adds its tuple here).
-TOOLS: tuple[Tool, ...] = MEMORY_TOOLS + web.TOOLS + admin.TOOLS
+TOOLS: tuple[Tool, ...] = (
+    MEMORY_TOOLS
+    + web.TOOLS
+    + admin.TOOLS
+    # scheduling: the time, times in words, events and reminders
+    + scheduling.TOOLS
+)
 BY_NAME = {tool.name: tool for tool in TOOLS}
 
 

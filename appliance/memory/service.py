@@ -19,21 +19,30 @@ import signal
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
+from zoneinfo import ZoneInfo
 
 import numpy as np
 
-from appliance.core.accounts import Account
+from appliance.core.accounts import Account, AccountError, owner_zone
+from appliance.core.clock import utc_now
 from appliance.core.config import Settings
 from appliance.core.identity import Caller, GuardError
 from appliance.core.systemd import Notifier
 from appliance.memory import audit, context, conversations, explore, lifecycle, reports
 from appliance.memory import reindex as reindexing
 from appliance.memory.embedder import Embedder
-from appliance.memory.errors import EngineError, GraphError, SchemaDimensionMismatch, WriteRejected
+from appliance.memory.errors import (
+    EngineError,
+    GraphError,
+    SchemaDimensionMismatch,
+    WriteRejected,
+    rejected,
+)
 from appliance.memory.graph import Graph
 from appliance.memory.guards import guard
 from appliance.memory.ingest import Ingester, IngestRequest
 from appliance.memory.render import render_structured
+from appliance.memory.scheduling import Scheduling
 from appliance.memory.schema import apply_schema
 from appliance.memory.search import Expander, Searcher, SearchRequest
 from appliance.memory.write import Edge, Writer, WriteRequest
@@ -113,6 +122,9 @@ class Engine:
         self.searcher = Searcher(self.graph, self.embed_one, expander)
         self.writer = Writer(self.graph, self.embed_one, embedder.model_name)
         self.ingester = Ingester(self.graph, self.embed_bulk, embedder.model_name)
+        self.scheduling = Scheduling(
+            self.graph, self.embed_one, embedder.model_name, self.owner_zone, utc_now
+        )
 
     @property
     def handlers(self) -> dict[str, Handler]:
@@ -139,6 +151,17 @@ class Engine:
             api.AUDIT_RECORD.name: api.AUDIT_RECORD.handler(self.audit_record),
             api.AGENT_KNOWLEDGE.name: api.AGENT_KNOWLEDGE.handler(self.agent_knowledge),
             api.PREVIOUS_CONTEXT.name: api.PREVIOUS_CONTEXT.handler(self.previous_context),
+            # scheduling
+            api.EVENT_CREATE.name: api.EVENT_CREATE.handler(self.event_create),
+            api.EVENT_LIST.name: api.EVENT_LIST.handler(self.event_list),
+            api.EVENT_UPDATE.name: api.EVENT_UPDATE.handler(self.event_update),
+            api.EVENT_CANCEL.name: api.EVENT_CANCEL.handler(self.event_cancel),
+            api.REMINDER_CREATE.name: api.REMINDER_CREATE.handler(self.reminder_create),
+            api.REMINDER_LIST.name: api.REMINDER_LIST.handler(self.reminder_list),
+            api.REMINDER_UPDATE.name: api.REMINDER_UPDATE.handler(self.reminder_update),
+            api.REMINDER_CANCEL.name: api.REMINDER_CANCEL.handler(self.reminder_cancel),
+            api.SCHEDULE_CLAIM.name: api.SCHEDULE_CLAIM.handler(self.schedule_claim),
+            api.SCHEDULE_FIRED.name: api.SCHEDULE_FIRED.handler(self.schedule_fired),
         }
         assert set(typed) == set(api.BY_NAME), "every method of the contract has a handler"
         return typed
@@ -487,6 +510,73 @@ class Engine:
             "subscribed": subscribed[:limit],
             "truncated": len(rows) > limit or len(subscribed) > limit,
         }
+
+    # --- scheduling (events and reminders; appliance.memory.scheduling) ------------------
+
+    def owner_zone(self) -> ZoneInfo:
+        """The owner's time zone, read from account.json at each call."""
+        try:
+            return owner_zone(self.settings.accounts_dir, self.account.id)
+        except AccountError as err:
+            raise rejected("scheduling", "owner-zone", str(err)) from err
+
+    @staticmethod
+    def _fields(call: api.Called) -> dict[str, Any]:
+        return call.model_dump(by_alias=True, exclude_unset=True, exclude={"caller", "now", "id"})
+
+    async def event_create(self, call: api.EventCreateRequest) -> dict[str, Any]:
+        """Add an event to the owner's calendar."""
+        return await self.scheduling.create(
+            self.caller(call), "event", self._fields(call), call.now
+        )
+
+    async def event_update(self, call: api.EventUpdateRequest) -> dict[str, Any]:
+        """Change an event."""
+        return await self.scheduling.update(
+            self.caller(call), "event", call.id, self._fields(call), call.now
+        )
+
+    async def event_cancel(self, call: api.ScheduledRef) -> dict[str, Any]:
+        """Cancel an event."""
+        return await self.scheduling.cancel(self.caller(call), "event", call.id, call.now)
+
+    async def event_list(self, call: api.EventListRequest) -> dict[str, Any]:
+        """Occurrences of events in a window."""
+        return await self.scheduling.list_events(
+            self.caller(call), call.since, call.until, call.limit, call.now
+        )
+
+    async def reminder_create(self, call: api.ReminderCreateRequest) -> dict[str, Any]:
+        """Add a reminder."""
+        return await self.scheduling.create(
+            self.caller(call), "reminder", self._fields(call), call.now
+        )
+
+    async def reminder_update(self, call: api.ReminderUpdateRequest) -> dict[str, Any]:
+        """Change a reminder."""
+        return await self.scheduling.update(
+            self.caller(call), "reminder", call.id, self._fields(call), call.now
+        )
+
+    async def reminder_cancel(self, call: api.ScheduledRef) -> dict[str, Any]:
+        """Cancel a reminder."""
+        return await self.scheduling.cancel(self.caller(call), "reminder", call.id, call.now)
+
+    async def reminder_list(self, call: api.ReminderListRequest) -> dict[str, Any]:
+        """Reminders of one status."""
+        return await self.scheduling.list_reminders(
+            self.caller(call), call.status, call.limit, call.now
+        )
+
+    async def schedule_claim(self, call: api.ScheduleClaimRequest) -> dict[str, Any]:
+        """Claim what is due (the session manager fires it)."""
+        return await self.scheduling.claim(self.caller(call), call.now, call.limit)
+
+    async def schedule_fired(self, call: api.ScheduleFiredRequest) -> dict[str, Any]:
+        """Record how a claimed firing went."""
+        return await self.scheduling.fired(
+            self.caller(call), call.id, call.session_id, call.error, call.now
+        )
 
     async def purge_loop(self) -> None:
         """Hard-delete soft-deleted nodes past the grace period, once an hour."""

@@ -1,5 +1,8 @@
 """The session manager: spawns, stops, deletes and feeds input to sessions; keeps them honest.
 
+It also runs the scheduling plugin's due loop (:mod:`appliance.sessions.scheduler`): what is due
+starts an admin turn.
+
 :class:`SessionManager` owns the PTY handles (by session id), the caps and the registry. Every
 end path of a process — natural exit, crash, operator stop, eviction, idle reap,
 ``closeAfterTurn``, shutdown — goes through :meth:`PtyHandle._on_pidfd` and then
@@ -40,6 +43,7 @@ from appliance.sessions.registry import (
     process_matches,
     read_pid_file,
 )
+from appliance.sessions.scheduler import DueLoop
 from appliance.sessions.screen import explain_exit, plain_lines
 from appliance.sessions.spawn import Spawner, SpawnRequest, find_claude, write_sidecar
 
@@ -78,6 +82,8 @@ class SessionManager:
         self._tasks: set[asyncio.Task[Any]] = set()
         self._loops: list[asyncio.Task[Any]] = []
         self._stop = asyncio.Event()
+        # Reminders and events of the scheduling plugin, fired as admin turns.
+        self.due = DueLoop(settings, self.spawner.account_id, self.spawn)
 
     # --- life cycle ------------------------------------------------------------------------
 
@@ -89,6 +95,7 @@ class SessionManager:
             asyncio.create_task(self.registry.watch(self._stop), name="sessions-watch"),
             asyncio.create_task(self._reap_idle(), name="sessions-reaper"),
             asyncio.create_task(self._audit_loop(), name="sessions-audit"),
+            asyncio.create_task(self.due.run(self._stop), name="sessions-scheduling"),
         ]
         counts = self.registry.counts()
         log.info(

@@ -7,7 +7,7 @@ Routes (JSON unless said otherwise; ``<id>`` is a sessionId, bridge id, its suff
     GET    /sessions                {"rows": [...], "lastEventId": …}
     GET    /events                  SSE feed of rows (see feed.py)
     POST   /rc-spawn                admin session → 201 {"row": …}
-    POST   /public-spawn            toolless public session → 201 {"row": …}
+    POST   /public-spawn            public session (public tools only) → 201 {"row": …}
     GET    /claude                  {"connected": bool, "login": {id, state, url, error, …}}
     POST   /claude/login            start Connect Claude (`claude setup-token`) → 201 {"login"}
     DELETE /claude/login            cancel it → {"login"}

@@ -13,7 +13,8 @@ Two kinds of spawn:
 - ``public-spawn``: a visitor's chat: ``--strict-mcp-config`` with only the plugins that allow a
   public tool (their servers list only those tools), no built-in tools (``--tools ""``), an
   allow-list of exactly the public tools and a deny list covering the native tools and every
-  other MCP tool. With no public plugin it is toolless.
+  other MCP tool. With no public plugin it is toolless; the shipped ones give it the time
+  (``scheduling``: ``current-datetime``, ``time-resolve``).
 
 An admin spawn also starts with what the memory graph holds for it: the engine's
 ``context.previous`` block (``<previous-context>`` — latest review digest, open tasks, recent

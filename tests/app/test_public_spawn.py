@@ -1,7 +1,7 @@
 """Visitors without an API key, end to end: the real app asks the real session manager for a
-toolless public Claude Code session (the `claude` double) per message, relays its reply to the
-visitor's event stream, and deletes the ended session; with neither a key nor Claude connected
-the visitor gets the friendly sentence."""
+public Claude Code session (the `claude` double; no tools but the public ones, the time) per
+message, relays its reply to the visitor's event stream, and deletes the ended session; with
+neither a key nor Claude connected the visitor gets the friendly sentence."""
 
 from __future__ import annotations
 
@@ -76,7 +76,7 @@ def manager_rows(stack: Stack) -> list[dict[str, Any]]:
         return rows
 
 
-def test_a_visitor_is_answered_by_a_toolless_public_session(stack: Stack, connected: None) -> None:
+def test_a_visitor_is_answered_by_a_public_session(stack: Stack, connected: None) -> None:
     events, cookie = ask(stack, "How do I water roses?")
     kinds = [event.event for event in events]
     assert kinds[-1] == "done", events
@@ -88,7 +88,12 @@ def test_a_visitor_is_answered_by_a_toolless_public_session(stack: Stack, connec
     agent_dir = stack.env.settings.accounts_dir / stack.env.account_id / "agents" / "anna"
     assert record["cwd"] == str(agent_dir.resolve())
     assert option(argv, "--tools") == [""] and "--strict-mcp-config" in argv
-    assert option(argv, "--disallowedTools") == [",".join(DENIED_TOOLS)]
+    # Native tools are denied; the only MCP tools allowed are the public ones (the time).
+    denied = option(argv, "--disallowedTools")[0].split(",")
+    assert [tool for tool in DENIED_TOOLS if tool != "mcp__*"] == denied[: len(DENIED_TOOLS) - 1]
+    assert option(argv, "--allowedTools") == [
+        "mcp__scheduling__current-datetime,mcp__scheduling__time-resolve"
+    ]
     assert option(argv, "--permission-mode") == ["dontAsk"]
     [appended] = option(argv, "--append-system-prompt")
     assert IDENTITY in appended and "<message-metadata>" in appended

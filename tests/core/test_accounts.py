@@ -19,8 +19,11 @@ from appliance.core.accounts import (
     Account,
     AccountError,
     AccountIdError,
+    AccountTimeZoneError,
     create_account,
     list_accounts,
+    owner_zone,
+    set_time_zone,
     update_account_file,
     validate_account_id,
 )
@@ -263,3 +266,32 @@ def test_a_change_may_not_move_the_account_to_another_id(tmp_path: Path) -> None
     with pytest.raises(AccountError, match="may not change its id"):
         update_account_file(tmp_path, account.id, lambda data: data.update(id="other"))
     assert json.loads((tmp_path / account.id / "account.json").read_text())["id"] == account.id
+
+
+# --- the owner's time zone --------------------------------------------------------------------
+
+
+def test_the_time_zone_is_kept_in_account_json_and_utc_while_unset(tmp_path: Path) -> None:
+    accounts = tmp_path / "accounts"
+    plain = create_account(accounts, "Ada")
+    assert "timeZone" not in plain.to_json() and owner_zone(accounts, plain.id).key == "UTC"
+    paris = create_account(accounts, "Bea", time_zone="Europe/Paris")
+    on_disk = json.loads((accounts / paris.id / "account.json").read_text())
+    assert on_disk["timeZone"] == "Europe/Paris" and paris.time_zone == "Europe/Paris"
+    assert Account.from_json(on_disk) == paris
+    assert set_time_zone(accounts, plain.id, "Asia/Tokyo").key == "Asia/Tokyo"
+    assert owner_zone(accounts, plain.id).key == "Asia/Tokyo"
+
+
+def test_a_time_zone_that_is_no_zone_is_refused_and_changes_nothing(tmp_path: Path) -> None:
+    accounts = tmp_path / "accounts"
+    with pytest.raises(AccountTimeZoneError, match="IANA time zone"):
+        create_account(accounts, "Ada", time_zone="Paris")
+    assert list_accounts(accounts) == []
+    account = create_account(accounts, "Ada")
+    before = (accounts / account.id / "account.json").read_text()
+    with pytest.raises(AccountTimeZoneError, match="not a time zone"):
+        set_time_zone(accounts, account.id, "Mars/Olympus")
+    assert (accounts / account.id / "account.json").read_text() == before
+    with pytest.raises(AccountError, match="cannot be read"):
+        owner_zone(accounts, "no-such-account")

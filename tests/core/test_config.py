@@ -84,6 +84,7 @@ DEFAULTS: list[tuple[str, Any]] = [
     ("idle_reap_interval", 30.0),
     ("idle_limit", 120.0),
     ("stop_grace", 5.0),
+    ("schedule_interval", 30.0),
     ("manager_keepalive", 25.0),
     ("cloudflared_bin", "cloudflared"),
     ("chromium_bin", "chromium"),

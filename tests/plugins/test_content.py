@@ -63,7 +63,7 @@ def test_no_literal_brand_in_shipped_content() -> None:
 
 
 def test_the_core_plugins_are_shipped() -> None:
-    expected = {"admin", "cloudflare", "maxy-guide", "memory", "projects", "web"}
+    expected = {"admin", "cloudflare", "maxy-guide", "memory", "projects", "scheduling", "web"}
     assert set(PLUGINS) == expected
 
 

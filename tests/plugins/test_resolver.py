@@ -172,7 +172,12 @@ def test_generated_roles_and_skills_carry_the_brand(settings: Settings, tmp_path
     again = register(installed, "admin", "Gardenia", "s-2", ["maxy"], {}, config)
     assert again.plugin_dir == reg.plugin_dir  # content-addressed: made once
     public = register(installed, "public", "Gardenia", "s-3", ["maxy"], {}, config)
-    assert public.servers == {} and public.plugin_dir is None and public.allowed == ()
+    # Only the shipped public tools (the time); no roles, no skills, nothing of garden's.
+    assert set(public.servers) == {"scheduling"} and public.plugin_dir is None
+    assert public.allowed == (
+        "mcp__scheduling__current-datetime",
+        "mcp__scheduling__time-resolve",
+    )
 
 
 def test_a_missing_product_name_is_a_hard_failure(settings: Settings) -> None:

@@ -13,7 +13,8 @@ the double starts one (with the CLI's environment plus the server's ``env``) the
 prompt needs a tool it lists, speaks MCP's JSON-RPC over its stdin/stdout (``initialize``,
 ``notifications/initialized``, ``tools/list``, ``tools/call``) and stops it at exit. A prompt asks
 for a tool in plain words: "search memory for X" calls ``memory-search {query: X}``,
-"remember X" calls ``memory-write {label: Note, properties: {name: X}}``. Each call is written to
+"remember X" calls ``memory-write {label: Note, properties: {name: X}}``, "resolve the time X"
+calls ``time-resolve {text: X}`` (the scheduling plugin's). Each call is written to
 the transcript as the real CLI writes it: an assistant ``tool_use`` block named
 ``mcp__<server>__<tool>`` (stop_reason ``tool_use``), then a user entry with the matching
 ``tool_result`` (and ``toolUseResult``), then the final assistant reply. The server's stderr goes
@@ -86,6 +87,7 @@ MCP_TIMEOUT = 60.0  # seconds for one MCP answer (a first `maxy mcp` imports a l
 TRIGGERS = (
     (re.compile(r"\bsearch memory for (.+?)(?:[.?!]|$)", re.IGNORECASE), "memory-search"),
     (re.compile(r"\bremember (?:that )?(.+?)(?:[.!]|$)", re.IGNORECASE), "memory-write"),
+    (re.compile(r"\bresolve the time (.+?)(?:[.?!]|$)", re.IGNORECASE), "time-resolve"),
 )
 
 
@@ -109,6 +111,8 @@ def tool_requests(prompt: str) -> list[tuple[str, dict[str, Any]]]:
             text = match.group(1).strip()
             if tool == "memory-search":
                 arguments: dict[str, Any] = {"query": text}
+            elif tool == "time-resolve":
+                arguments = {"text": text}
             else:
                 arguments = {"label": "Note", "properties": {"name": text}}
             found.append((match.start(), tool, arguments))

@@ -128,10 +128,15 @@ def test_the_real_cli_gets_each_plugins_tools_and_roles(start_manager: Any) -> N
         assert {"mcp__memory__memory-search", "mcp__lookup__memory-write"} <= expected
         assert set(mcp) == expected  # each server lists exactly its plugin's declared tools
         assert "fixture-scout" in request  # the role is a dispatchable agent
-        public, _ = _spawn_and_capture(manager, api, servers=1, kind="public")
+        public_servers = len([p for p in installed.public() if p.server is not None])
+        public, _ = _spawn_and_capture(manager, api, servers=public_servers, kind="public")
         print("public tools:", sorted(public))
         # DeferredToolPlaceholder is the CLI's own stand-in for tools behind tool search.
-        assert sorted(set(public) - {"DeferredToolPlaceholder"}) == ["mcp__lookup__memory-search"]
+        assert sorted(set(public) - {"DeferredToolPlaceholder"}) == [
+            "mcp__lookup__memory-search",
+            "mcp__scheduling__current-datetime",
+            "mcp__scheduling__time-resolve",
+        ]
 
 
 def test_the_real_cli_runs_a_specialist_as_its_role(start_manager: Any) -> None:

@@ -85,16 +85,30 @@ def test_admin_spawn_registers_each_plugin_server_with_the_account(
     assert seen["cwd"] == str(manager.account_dir.resolve())
 
 
-def test_public_spawn_is_toolless_by_construction(recorded: tuple[Manager, Path]) -> None:
+def test_public_spawn_gets_only_the_public_tools(recorded: tuple[Manager, Path]) -> None:
     manager, record = recorded
     row = manager.spawn("hi, visitor here", kind="public", agent="maxy", channel="web")
     argv = json.loads((record / f"{row['id']}.json").read_text())["argv"]
-    assert json.loads(option(argv, "--mcp-config")[0]) == {"mcpServers": {}}  # no public plugin
+    # Only the scheduling plugin allows public tools: the time and times in words.
+    [config] = option(argv, "--mcp-config")
+    servers = json.loads(config)["mcpServers"]
+    assert set(servers) == {"scheduling"}
+    env = servers["scheduling"]["env"]
+    assert env["MAXY_MCP_TOOLS"] == "current-datetime,time-resolve"
+    assert env["ALLOWED_SCOPES"] == "public"
     assert "--strict-mcp-config" in argv
-    assert option(argv, "--tools") == [""] and option(argv, "--allowedTools") == [""]
+    assert option(argv, "--tools") == [""]
+    assert option(argv, "--allowedTools") == [
+        "mcp__scheduling__current-datetime,mcp__scheduling__time-resolve"
+    ]
     denied = option(argv, "--disallowedTools")[0].split(",")
-    assert {"Bash", "Edit", "Write", "Read", "WebFetch", "mcp__*"} <= set(denied)
-    assert denied == list(DENIED_TOOLS)
+    assert {"Bash", "Edit", "Write", "Read", "WebFetch"} <= set(denied)
+    native = [tool for tool in DENIED_TOOLS if tool != "mcp__*"]
+    assert denied[: len(native)] == native  # dontAsk refuses every other MCP tool
+    assert {"mcp__scheduling__reminder-create", "mcp__scheduling__event-list"} <= set(denied)
+    assert not any(
+        tool.startswith("mcp__memory__") for tool in denied + option(argv, "--allowedTools")
+    )
     assert option(argv, "--permission-mode") == ["dontAsk"]
     assert "--add-dir" not in argv
     assert row["kind"] == "public" and row["channel"] == "web"
