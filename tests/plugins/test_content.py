@@ -26,8 +26,8 @@ FENCE = re.compile(r"\A---[ \t]*\n(.*?)\n---[ \t]*\n", re.DOTALL)
 # The program's own name is a word of commands (``maxy tunnel …``, ``[maxy, mcp, …]``) and of the
 # guide plugin's folder; anything else spelled like the product is a brand leak.
 PROGRAM = re.compile(r"\bmaxy(?=[ ,]+(?:mcp|tunnel)\b)|\bmaxy-(?:guide|reset-pin)\b")
-# The roles shipped so far; coding-assistant, database-operator, personal-assistant and
-# public-session-reviewer ship with the admin and contacts plugins, once their tools exist.
+# The roles shipped so far; coding-assistant, database-operator and public-session-reviewer ship
+# with the admin plugin, once its tools exist.
 ROLES = {
     "archive-ingest-operator",
     "citation-auditor",
@@ -35,6 +35,7 @@ ROLES = {
     "content-producer",
     "data-manager",
     "librarian",
+    "personal-assistant",
     "project-manager",
     "research-assistant",
     "typed-edge-classifier",
@@ -61,7 +62,7 @@ def test_no_literal_brand_in_shipped_content() -> None:
 
 
 def test_the_core_plugins_are_shipped() -> None:
-    expected = {"cloudflare", "maxy-guide", "memory", "projects", "web"}
+    expected = {"cloudflare", "contacts", "maxy-guide", "memory", "projects", "web"}
     assert set(PLUGINS) == expected
 
 
