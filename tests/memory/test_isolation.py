@@ -355,12 +355,12 @@ async def check_contacts(server: Neo4jServer, embedder: Embedder, specs: list[Co
                 assert "owner's" in str(err)
             else:
                 raise AssertionError("a public agent listed the owner's contacts")
-        rows, _ = await graph.run(
+        changed, _ = await graph.run(
             "MATCH (n:Person) WHERE n.accountId IN $accounts AND n.description IS NOT NULL "
             "RETURN count(n) AS changed",
             {"accounts": list(accounts.values())},
         )
-        assert rows[0]["changed"] == 0
+        assert changed[0]["changed"] == 0
         return checked
     finally:
         await graph.run(
