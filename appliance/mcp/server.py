@@ -34,6 +34,7 @@ log = logging.getLogger(__name__)
 TOOL_TIMEOUT = 120.0
 INSTRUCTIONS = {
     "memory": "The owner's memory graph: search it before answering, write what you learn.",
+    "contacts": "The owner's contacts: look a person up before creating or changing them.",
 }
 AUDIT_TIMEOUT = 5.0
 

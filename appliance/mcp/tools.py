@@ -149,6 +149,67 @@ MEMORY_TOOLS: tuple[Tool, ...] = (
     ),
 )
 
+# --- contacts: the owner's address book (Person nodes; never public) -----------------------
+CONTACT_FIELDS = (
+    "name",
+    "email",
+    "telephone",
+    "jobTitle",
+    "worksFor",
+    "address",
+    "birthDate",
+    "description",
+)
+CONTACTS_TOOLS: tuple[Tool, ...] = (
+    Tool(
+        name="contact-create",
+        plugin="contacts",
+        method=api.CONTACT_CREATE,
+        description=(
+            "Add a person to the owner's contacts. A contact is unique by email (any case or "
+            "spacing): creating one whose email exists updates that contact instead "
+            "(created: false). Without an email, a person whose name or telephone matches an "
+            "existing contact is refused, naming it: update that one, or pass allowDuplicate "
+            "when the owner means someone else. Only details the owner gave or a document "
+            "states; never guess an email or a number."
+        ),
+        forwarded=(*CONTACT_FIELDS, "allowDuplicate"),
+        produces="id",
+        produces_label="Person",
+    ),
+    Tool(
+        name="contact-lookup",
+        plugin="contacts",
+        method=api.CONTACT_LOOKUP,
+        description=(
+            "Find contacts by email, telephone number (compared by its digits) or name (every "
+            "word, any case); people matching any detail given, best first, each with "
+            "matchedBy. Use it before creating or updating someone."
+        ),
+        forwarded=("email", "telephone", "name", "limit"),
+    ),
+    Tool(
+        name="contact-update",
+        plugin="contacts",
+        method=api.CONTACT_UPDATE,
+        description=(
+            "Change some details of a contact by its id; details not given stay as they are, "
+            '"" clears one (not the name). An email another contact has is refused. To forget '
+            "a contact, memory-delete it (label Person)."
+        ),
+        forwarded=("id", *CONTACT_FIELDS),
+        produces="id",
+        produces_label="Person",
+    ),
+    Tool(
+        name="contact-list",
+        plugin="contacts",
+        method=api.CONTACT_LIST,
+        description="List the owner's contacts by name, a page at a time (with the total).",
+        forwarded=("page", "pageSize"),
+    ),
+)
+
 # Every plugin's tools, in one table (a plugin's module adds its tuple here).
 TOOLS: tuple[Tool, ...] = (
     MEMORY_TOOLS
@@ -156,6 +217,8 @@ TOOLS: tuple[Tool, ...] = (
     + admin.TOOLS
     # scheduling: the time, times in words, events and reminders
     + scheduling.TOOLS
+    # contacts: the owner's people
+    + CONTACTS_TOOLS
 )
 BY_NAME = {tool.name: tool for tool in TOOLS}
 

@@ -5,8 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-# Properties never returned to a caller, whatever ``fields`` asks for.
-HIDDEN_PROPERTIES = frozenset({"embedding", "accountId"})
+# Properties never returned to a caller, whatever ``fields`` asks for (``emailKey`` is the
+# contact book's uniqueness key, a copy of the email).
+HIDDEN_PROPERTIES = frozenset({"embedding", "accountId", "emailKey"})
 
 
 @dataclass

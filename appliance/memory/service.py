@@ -30,6 +30,7 @@ from appliance.core.identity import Caller, GuardError
 from appliance.core.systemd import Notifier
 from appliance.memory import audit, context, conversations, explore, lifecycle, reports
 from appliance.memory import reindex as reindexing
+from appliance.memory.contacts import Contacts
 from appliance.memory.embedder import Embedder
 from appliance.memory.errors import (
     EngineError,
@@ -125,6 +126,7 @@ class Engine:
         self.scheduling = Scheduling(
             self.graph, self.embed_one, embedder.model_name, self.owner_zone, utc_now
         )
+        self.contacts = Contacts(self.graph, self.writer)
 
     @property
     def handlers(self) -> dict[str, Handler]:
@@ -162,6 +164,11 @@ class Engine:
             api.REMINDER_CANCEL.name: api.REMINDER_CANCEL.handler(self.reminder_cancel),
             api.SCHEDULE_CLAIM.name: api.SCHEDULE_CLAIM.handler(self.schedule_claim),
             api.SCHEDULE_FIRED.name: api.SCHEDULE_FIRED.handler(self.schedule_fired),
+            # contacts
+            api.CONTACT_CREATE.name: api.CONTACT_CREATE.handler(self.contact_create),
+            api.CONTACT_LOOKUP.name: api.CONTACT_LOOKUP.handler(self.contact_lookup),
+            api.CONTACT_UPDATE.name: api.CONTACT_UPDATE.handler(self.contact_update),
+            api.CONTACT_LIST.name: api.CONTACT_LIST.handler(self.contact_list),
         }
         assert set(typed) == set(api.BY_NAME), "every method of the contract has a handler"
         return typed
@@ -423,6 +430,34 @@ class Engine:
     async def restore(self, call: api.NodeRef) -> dict[str, Any]:
         """Undo a soft delete."""
         return await lifecycle.restore(self.graph, self.caller(call), call.label, call.id)
+
+    # --- contacts ------------------------------------------------------------------------
+
+    async def contact_create(self, call: api.ContactCreateRequest) -> dict[str, Any]:
+        """Create a contact, or merge into the one with the same email."""
+        return await self.contacts.create(
+            self.caller(call), call.fields(), allow_duplicate=call.allow_duplicate
+        )
+
+    async def contact_lookup(self, call: api.ContactLookupRequest) -> dict[str, Any]:
+        """Contacts matching an email, a telephone number or a name."""
+        return await self.contacts.lookup(
+            self.caller(call),
+            email=call.email,
+            telephone=call.telephone,
+            name=call.name,
+            limit=call.limit,
+        )
+
+    async def contact_update(self, call: api.ContactUpdateRequest) -> dict[str, Any]:
+        """Change some of a contact's details."""
+        return await self.contacts.update(self.caller(call), call.id, call.fields())
+
+    async def contact_list(self, call: api.ContactListRequest) -> dict[str, Any]:
+        """Every contact by name, one page at a time."""
+        return await self.contacts.listing(
+            self.caller(call), page=call.page, page_size=call.page_size
+        )
 
     async def graph_sample(self, call: api.GraphSampleRequest) -> dict[str, Any]:
         """A guarded sample of the graph for the Graph page."""

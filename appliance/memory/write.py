@@ -11,6 +11,12 @@
 - People and organisations carry provenance: an inbound ``PRODUCED`` edge from the Task,
   Conversation or Message named by ``producedByTaskId`` (else the caller's session node);
   without one the write goes ahead with ``[graph-write] warn reason=missing-provenance``.
+- A natural key (:attr:`WriteRequest.key`, e.g. a contact's normalised email, unique per account
+  by a schema constraint) is merged on instead of the id when no id is given, so two first writes
+  of the same key make one node. A write that changes a keyed property without its key
+  (:data:`NATURAL_KEYS`: ``memory-write`` of a Person's email) releases the key, so a stale key
+  never stands for a value the node no longer holds; the module that keeps the key sets it again
+  (:mod:`appliance.memory.contacts`).
 """
 
 from __future__ import annotations
@@ -82,8 +88,11 @@ RESERVED = frozenset(
         "deletedAt",
         "scope",
         "agents",
+        "emailKey",
     }
 )
+# label -> (property, its natural key): the key is set only by the module that keeps it.
+NATURAL_KEYS = {"Person": ("email", "emailKey")}
 ENTITY_TEXT_CHARS = 1000
 _IDENTIFIER = re.compile(r"^[A-Za-z][A-Za-z0-9_]{0,63}$")
 _REL_TYPE = re.compile(r"^[A-Z][A-Z0-9_]{0,63}$")
@@ -123,6 +132,11 @@ class WriteRequest:
     produced_by: str | None = None
     scope: str | None = None
     agents: Sequence[str] | None = None
+    # A natural key (property -> value), unique per account by a schema constraint: without an
+    # id the node is merged on accountId + key; with one the key is set on that node.
+    key: Mapping[str, str] | None = None
+    # Properties this write removes (an update clearing a field).
+    remove: Sequence[str] = ()
 
 
 def _check_value(key: str, value: Any) -> None:
@@ -158,6 +172,14 @@ def validate(caller: Caller, request: WriteRequest) -> dict[str, Any]:
             account=caller.account_id,
         )
     props: dict[str, Any] = {}
+    for name in [*(request.key or {}), *request.remove]:
+        if not _IDENTIFIER.match(name):
+            raise rejected(
+                "graph-write",
+                "invalid-property",
+                f"{name!r} is not a valid property name.",
+                key=name,
+            )
     for key, value in request.properties.items():
         if not _IDENTIFIER.match(key):
             raise rejected(
@@ -223,11 +245,19 @@ class Writer:
         props = validate(caller, request)
         node_id = request.id or str(uuid.uuid4())
         label = request.label
+        key = dict(request.key or {})
+        # Without an id a keyed node is found by its key, within the caller's account.
+        by_key = bool(key) and request.id is None
+        pattern = (
+            "{accountId: $account, " + ", ".join(f"`{k}`: $key.`{k}`" for k in key) + "}"
+            if by_key
+            else "{id: $id}"
+        )
         existing, _ = await self.graph.run(
-            f"MATCH (n:`{label}` {{id: $id}}) RETURN n.accountId AS account, "
+            f"MATCH (n:`{label}` {pattern}) RETURN n.accountId AS account, n.id AS id, "
             "n.contentHash AS hash, n.embeddingModel AS model, "
             "n {.*, embedding: null} AS props",
-            {"id": node_id},
+            {"id": node_id, "account": caller.account_id, "key": key},
         )
         if existing and existing[0]["account"] != caller.account_id:
             raise rejected(
@@ -236,10 +266,17 @@ class Writer:
                 "That id belongs to another account; writes to other accounts are refused.",
                 id=node_id,
             )
+        if existing and by_key:
+            node_id = str(existing[0]["id"])
+        removed = {name: None for name in request.remove if name not in RESERVED}
+        keyed = NATURAL_KEYS.get(label)
+        if keyed and not key and (keyed[0] in props or keyed[0] in removed):
+            removed[keyed[1]] = None  # the value changes without its key: release the key
         warnings: list[str] = []
         # Embed what the node will hold after this write, not only what this write sends.
         merged = dict(existing[0]["props"]) if existing else {}
         merged.update(props)
+        merged.update(removed)
         stored = {k: v for k, v in merged.items() if k not in RESERVED and v is not None}
         text = embedding_text(label, stored)
         digest = content_hash(text) if text else None
@@ -265,17 +302,24 @@ class Writer:
             if embedding is not None
             else ""
         )
+        on_create = (
+            "ON CREATE SET n.id = $id, n.createdAt = datetime() "
+            if by_key
+            else "ON CREATE SET n.accountId = $account, n.createdAt = datetime() "
+        )
         rows, _ = await self.graph.run(
-            f"MERGE (n:`{label}` {{id: $id}}) "
-            "ON CREATE SET n.accountId = $account, n.createdAt = datetime() "
+            f"MERGE (n:`{label}` {pattern}) "
+            f"{on_create}"
             "WITH n WHERE n.accountId = $account "
-            "SET n += $props, n.updatedAt = datetime(), n.scope = $scope, n.agents = $agents "
+            "SET n += $props, n += $key, n.updatedAt = datetime(), n.scope = $scope, "
+            "n.agents = $agents "
             f"{set_embedding}"
             "RETURN n.id AS id",
             {
                 "id": node_id,
                 "account": caller.account_id,
-                "props": props,
+                "props": {**props, **removed},
+                "key": key,
                 "scope": request.scope,
                 "agents": list(request.agents) if request.agents is not None else None,
                 "embedding": embedding,
@@ -290,6 +334,9 @@ class Writer:
                 "That id belongs to another account.",
                 id=node_id,
             )
+        # A keyed first write that lost a race to another merged onto the winner's node.
+        created = not existing and rows[0]["id"] == node_id
+        node_id = str(rows[0]["id"])
         for edge in request.edges:
             await self._edge(caller, label, node_id, edge)
         if label in PROVENANCE_LABELS:
@@ -300,14 +347,14 @@ class Writer:
                 warnings.append("missing-provenance")
         log.info(
             "[graph-write] op=%s label=%s id=%s embedded=%s",
-            "update" if existing else "create",
+            "create" if created else "update",
             label,
             node_id,
             embedding is not None or fresh,
         )
         return {
             "id": node_id,
-            "created": not existing,
+            "created": created,
             "embedded": embedding is not None or fresh,
             "warnings": warnings,
         }

@@ -599,6 +599,100 @@ class ScheduleFiredResponse(Response):
     retry_at: str | None
 
 
+# --- contacts (the contacts plugin) ------------------------------------------------------
+
+
+class ContactFields(Called):
+    """A contact's details (schema.org Person properties); unset ones are left as they are."""
+
+    name: str | None = Field(default=None, json_schema_extra={"maxLength": 200})
+    email: str | None = Field(
+        default=None,
+        description="Stored trimmed and lower-cased; one contact per email.",
+        json_schema_extra={"maxLength": 254},
+    )
+    telephone: str | None = Field(default=None, json_schema_extra={"maxLength": 40})
+    job_title: str | None = Field(default=None, json_schema_extra={"maxLength": 200})
+    works_for: str | None = Field(
+        default=None, description="The organisation's name.", json_schema_extra={"maxLength": 200}
+    )
+    address: str | None = Field(default=None, json_schema_extra={"maxLength": 500})
+    birth_date: str | None = Field(
+        default=None, description="YYYY-MM-DD, or --MM-DD when the year is unknown."
+    )
+    description: str | None = Field(
+        default=None, description="Notes about the person.", json_schema_extra={"maxLength": 4000}
+    )
+
+    def fields(self) -> dict[str, str | None]:
+        """The details by their stored (wire) names."""
+        return {
+            info.alias or name: getattr(self, name)
+            for name, info in ContactFields.model_fields.items()
+            if name != "caller"
+        }
+
+
+class ContactCreateRequest(ContactFields):
+    """A new contact; the same email again merges into the contact that has it."""
+
+    name: str = Field(description="The person's name.", json_schema_extra={"maxLength": 200})
+    allow_duplicate: bool = Field(
+        default=False,
+        description=(
+            "Create even though a contact of the same name or telephone (and no email) exists: "
+            "only when the owner means a different person."
+        ),
+    )
+
+
+class ContactUpdateRequest(ContactFields):
+    """New values for some of a contact's details; "" clears one (not the name)."""
+
+    id: str = Field(description="The contact's id (from contact-lookup or contact-list).")
+
+
+class ContactWritten(Written):
+    """What a contact write answers, with the contact as stored."""
+
+    contact: dict[str, Any]
+
+
+class ContactLookupRequest(Called):
+    """Contacts matching any of the given details."""
+
+    email: str | None = None
+    telephone: str | None = Field(default=None, description="Compared by its digits.")
+    name: str | None = Field(
+        default=None, description="Every word must appear in the name (any case)."
+    )
+    limit: int = Field(default=10, json_schema_extra={"minimum": 1, "maximum": 50, "default": 10})
+
+
+class ContactLookupResponse(Response):
+    """Best match first; each says which details matched (``matchedBy``)."""
+
+    contacts: list[dict[str, Any]]
+
+
+class ContactListRequest(Called):
+    """Every contact by name, a page at a time."""
+
+    page: int = Field(default=1, json_schema_extra={"minimum": 1, "default": 1})
+    page_size: int = Field(
+        default=20, json_schema_extra={"minimum": 1, "maximum": 100, "default": 20}
+    )
+
+
+class ContactListResponse(Response):
+    """One page."""
+
+    items: list[dict[str, Any]]
+    page: int
+    page_size: int
+    total: int
+
+
 HEALTH = Method("health", HealthRequest, HealthResponse, "Neo4j, the embedder and the schema.")
 EMBED = Method("embed", EmbedRequest, EmbedResponse, "Embed up to 256 texts.")
 SEARCH = Method("search", SearchRequest, SearchResponse, "Hybrid vector + keyword search.")
@@ -669,6 +763,19 @@ SCHEDULE_CLAIM = Method(
 SCHEDULE_FIRED = Method(
     "schedule.fired", ScheduleFiredRequest, ScheduleFiredResponse, "Record how a firing went."
 )
+CONTACT_CREATE = Method(
+    "contacts.create", ContactCreateRequest, ContactWritten, "Create or merge (by email) a contact."
+)
+CONTACT_LOOKUP = Method(
+    "contacts.lookup",
+    ContactLookupRequest,
+    ContactLookupResponse,
+    "Contacts by email, phone, name.",
+)
+CONTACT_UPDATE = Method(
+    "contacts.update", ContactUpdateRequest, ContactWritten, "Change a contact's details."
+)
+CONTACT_LIST = Method("contacts.list", ContactListRequest, ContactListResponse, "List contacts.")
 
 METHODS: tuple[Method[Any, Any], ...] = (
     HEALTH,
@@ -701,6 +808,11 @@ METHODS: tuple[Method[Any, Any], ...] = (
     REMINDER_CANCEL,
     SCHEDULE_CLAIM,
     SCHEDULE_FIRED,
+    # contacts
+    CONTACT_CREATE,
+    CONTACT_LOOKUP,
+    CONTACT_UPDATE,
+    CONTACT_LIST,
 )
 BY_NAME = {method.name: method for method in METHODS}
 

@@ -7,6 +7,7 @@ import uuid
 from pathlib import Path
 from typing import Any, TextIO
 
+import mcp_types as types
 import pytest
 from mcp import ClientSession, StdioServerParameters, stdio_client
 
@@ -24,10 +25,12 @@ def engine(maxy_env: Env, start_maxy: Any) -> Env:
     return maxy_env
 
 
-def server(env: Env, **extra: str) -> StdioServerParameters:
+def server(env: Env, plugin: str = "memory", **extra: str) -> StdioServerParameters:
     variables = {**env.vars, "ACCOUNT_ID": env.account_id, **extra}
     return StdioServerParameters(
-        command=sys.executable, args=["-m", "appliance", "mcp"], env=variables
+        command=sys.executable,
+        args=["-m", "appliance", "mcp", "--plugin", plugin],
+        env=variables,
     )
 
 
@@ -239,4 +242,78 @@ async def test_durable_calls_become_tasks_that_produced_their_nodes(
         "memory-write: Note",
         "memory-report-write",
         "memory-ingest",
+    ]
+
+
+def text(result: Any) -> str:
+    """The text of a tool's result."""
+    return "".join(c.text for c in result.content if isinstance(c, types.TextContent))
+
+
+async def test_the_contacts_plugin_keeps_people_for_the_owner_only(
+    engine: Env, neo4j_server: Neo4jServer
+) -> None:
+    session_id = f"s-contacts-{uuid.uuid4()}"
+    params = server(engine, "contacts", SESSION_ID=session_id)
+    async with stdio_client(params) as (read, write), ClientSession(read, write) as s:
+        await s.initialize()
+        listed = {tool.name: tool for tool in (await s.list_tools()).tools}
+        made = await s.call_tool(
+            "contact-create",
+            {"name": "Greta Lindqvist", "email": "Greta@Lindqvist.example ", "worksFor": "Acme"},
+        )
+        again = await s.call_tool(
+            "contact-create",
+            {"name": "Greta Lindqvist", "email": "greta@lindqvist.example", "telephone": "+46 8 1"},
+        )
+        bad = await s.call_tool("contact-create", {"name": "Greta", "email": "greta at home"})
+        updated = await s.call_tool(
+            "contact-update",
+            {"id": made.structured_content["id"], "description": "Piano teacher", "worksFor": ""},
+        )
+        found = await s.call_tool("contact-lookup", {"telephone": "+46 (8) 1"})
+        page = await s.call_tool("contact-list", {"pageSize": 5})
+        unknown = await s.call_tool("contact-update", {"id": "no-such-id", "name": "x"})
+    assert sorted(listed) == ["contact-create", "contact-list", "contact-lookup", "contact-update"]
+    assert listed["contact-create"].input_schema["required"] == ["name"]
+    assert "caller" not in listed["contact-create"].input_schema["properties"]
+    assert not made.is_error and not again.is_error, (made.content, again.content)
+    person = made.structured_content["id"]
+    assert again.structured_content["id"] == person and again.structured_content["created"] is False
+    assert bad.is_error and "is not an email address" in text(bad)
+    contact = updated.structured_content["contact"]
+    assert contact["description"] == "Piano teacher" and "worksFor" not in contact
+    assert [c["id"] for c in found.structured_content["contacts"]] == [person]
+    assert page.structured_content["total"] == 1
+    assert unknown.is_error and "No contact with id no-such-id" in text(unknown)
+
+    # Found through the memory plugin's search, and soft-deleted there: gone from the book.
+    memory = server(engine)
+    searched = await call(memory, "memory-search", {"query": "who teaches piano"})
+    assert searched.structured_content["results"][0]["id"] == person
+    assert "greta@lindqvist.example" in text(searched)
+    assert "emailKey" not in text(searched)
+    await call(memory, "memory-delete", {"label": "Person", "id": person})
+    after = await call(params, "contact-lookup", {"email": "greta@lindqvist.example"})
+    assert after.structured_content["contacts"] == []
+
+    # A public agent's server is refused by the engine even if it were given the tool.
+    public = server(engine, "contacts", ALLOWED_SCOPES="public", AGENT_SLUG="bob")
+    refused = await call(public, "contact-list", {})
+    assert refused.is_error and "owner's" in text(refused)
+
+    # The writes were kept as Tasks that PRODUCED the person.
+    graph = Graph(neo4j_server.uri, "neo4j", neo4j_server.password)
+    try:
+        rows, _ = await graph.run(
+            "MATCH (c:Conversation {accountId: $a, sessionId: $s})-[:HAS_TOOL_CALL]->(t:ToolCall)"
+            "-[:PERFORMED]->(:Task)-[:PRODUCED]->(p:Person) RETURN t.tool AS tool, p.id AS id",
+            {"a": engine.account_id, "s": session_id},
+        )
+    finally:
+        await graph.close()
+    assert sorted((r["tool"], r["id"]) for r in rows) == [
+        ("contact-create", person),
+        ("contact-create", person),
+        ("contact-update", person),
     ]

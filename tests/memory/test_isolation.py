@@ -4,7 +4,11 @@ see — over random graphs crossing two accounts, three scopes, agents and soft 
 Read paths: vector, keyword (both fused and alone), graph expansion of every result, keyword
 subscriptions of public agents, multi-query expansion, and conversation search (messages in
 conversations of both accounts, every scope, agent tag, session and soft delete). 40 examples
-x 5 callers x 10 queries = 2,000 searches and as many conversation searches per run."""
+x 5 callers x 10 queries = 2,000 searches and as many conversation searches per run.
+
+The contact book's people (made through its own methods, emails shared across the two accounts,
+some soft-deleted) are held to the same property: list, lookup and search return exactly the
+caller's live contacts, and another account's ids are answered "no contact" and left unchanged."""
 
 from __future__ import annotations
 
@@ -18,11 +22,15 @@ from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
 from appliance.core.identity import Caller
+from appliance.memory.contacts import Contacts
 from appliance.memory.conversations import conversation_search
 from appliance.memory.embedder import Embedder
+from appliance.memory.errors import WriteRejected
 from appliance.memory.graph import Graph
+from appliance.memory.lifecycle import soft_delete
 from appliance.memory.schema import apply_schema
 from appliance.memory.search import Searcher, SearchRequest
+from appliance.memory.write import Writer
 from tests.support.processes import Neo4jServer
 
 WORDS = ["garden", "boiler", "birthday", "key", "coffee", "invoice", "roof", "piano", "dentist"]
@@ -251,3 +259,126 @@ def test_no_read_path_leaks(
     vectors = {t: [float(x) for x in embedder.embed(t)] for t in texts}
     checked = asyncio.run(check(neo4j_server, vectors, specs, edges, query_list))
     assert checked > 0
+
+
+# --- the contact book: Person nodes made through its methods ---------------------------------
+
+CONTACT_NAMES = ["Anna Berg", "Bo Holm", "Carl Lind", "Dana Berg"]
+CONTACT_EMAILS = [None, "anna@example.com", " ANNA@Example.com", "bo@example.com", "us@example.com"]
+CONTACT_PHONES = [None, "+46 70 123 45 67", "070-123 45 67"]
+
+
+@dataclass(frozen=True)
+class Contact:
+    mine: bool
+    name: str
+    email: str | None
+    telephone: str | None
+    deleted: bool
+
+
+contact_lists = st.lists(
+    st.builds(
+        Contact,
+        mine=st.booleans(),
+        name=st.sampled_from(CONTACT_NAMES),
+        email=st.sampled_from(CONTACT_EMAILS),
+        telephone=st.sampled_from(CONTACT_PHONES),
+        deleted=st.booleans(),
+    ),
+    min_size=2,
+    max_size=12,
+)
+
+
+async def check_contacts(server: Neo4jServer, embedder: Embedder, specs: list[Contact]) -> int:
+    accounts = {True: f"iso-{uuid.uuid4()}", False: f"iso-{uuid.uuid4()}"}
+    graph = Graph(server.uri, "neo4j", server.password)
+    await apply_schema(graph, embedder.dimension)
+
+    async def embed(text: str) -> list[float]:
+        return [float(x) for x in embedder.embed(text)]
+
+    book = Contacts(graph, Writer(graph, embed, embedder.model_name))
+    try:
+        made: dict[bool, list[tuple[Contact, str]]] = {True: [], False: []}
+        for spec in specs:
+            fields = {"name": spec.name, "email": spec.email, "telephone": spec.telephone}
+            owner = Caller(account_id=accounts[spec.mine])
+            done = await book.create(owner, fields, allow_duplicate=True)
+            made[spec.mine].append((spec, done["id"]))
+        live: dict[bool, set[str]] = {}
+        for side, rows in made.items():
+            owner = Caller(account_id=accounts[side])
+            gone = {node_id for spec, node_id in rows if spec.deleted}
+            for node_id in gone:
+                await soft_delete(graph, owner, "Person", node_id)
+            live[side] = {node_id for _, node_id in rows} - gone
+        await graph.run("CALL db.awaitIndexes(60)")
+        searcher = Searcher(graph, embed)
+        checked = 0
+        for side in (True, False):
+            owner = Caller(account_id=accounts[side])
+            listed = await book.listing(owner, page_size=100)
+            assert {c["id"] for c in listed["items"]} == live[side]
+            for email in {e.strip().lower() for e in CONTACT_EMAILS if e}:
+                found = await book.lookup(owner, email=email)
+                expected = {
+                    node_id
+                    for spec, node_id in made[side]
+                    if spec.email and spec.email.strip().lower() == email
+                } & live[side]
+                assert {c["id"] for c in found["contacts"]} == expected, (side, email)
+                checked += 1
+            for name in CONTACT_NAMES:
+                for query in ({"name": name.split()[-1]}, {"telephone": CONTACT_PHONES[1]}):
+                    found = await book.lookup(owner, **query)
+                    assert {c["id"] for c in found["contacts"]} <= live[side], (side, query)
+                result = await searcher.search(owner, SearchRequest(name, limit=20))
+                for cand in result.results:
+                    assert cand.node_id in live[side], (side, name, cand.node_id)
+                    assert "emailKey" not in cand.props
+                    checked += 1
+            # Another account's ids: the same answer as an unknown id, and nothing changes.
+            for _, node_id in made[not side]:
+                try:
+                    await book.update(owner, node_id, {"description": "taken over"})
+                except WriteRejected as err:
+                    assert str(err).startswith(f"No contact with id {node_id} in this account")
+                else:
+                    raise AssertionError(f"updated another account's contact {node_id}")
+                checked += 1
+            visitor = Caller(account_id=accounts[side], scopes=("public",), agent="bob")
+            try:
+                await book.listing(visitor)
+            except WriteRejected as err:
+                assert "owner's" in str(err)
+            else:
+                raise AssertionError("a public agent listed the owner's contacts")
+        changed, _ = await graph.run(
+            "MATCH (n:Person) WHERE n.accountId IN $accounts AND n.description IS NOT NULL "
+            "RETURN count(n) AS changed",
+            {"accounts": list(accounts.values())},
+        )
+        assert changed[0]["changed"] == 0
+        return checked
+    finally:
+        await graph.run(
+            "MATCH (n) WHERE n.accountId IN $accounts DETACH DELETE n",
+            {"accounts": list(accounts.values())},
+        )
+        await graph.close()
+
+
+@pytest.mark.timeout(900)
+@settings(
+    max_examples=15,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
+    phases=[Phase.explicit, Phase.reuse, Phase.generate],
+)
+@given(specs=contact_lists)
+def test_contacts_never_cross_accounts(
+    neo4j_server: Neo4jServer, embedder: Embedder, specs: list[Contact]
+) -> None:
+    assert asyncio.run(check_contacts(neo4j_server, embedder, specs)) > 0

@@ -26,7 +26,7 @@ FENCE = re.compile(r"\A---[ \t]*\n(.*?)\n---[ \t]*\n", re.DOTALL)
 # The program's own name is a word of commands (``maxy tunnel …``, ``[maxy, mcp, …]``) and of the
 # guide plugin's folder; anything else spelled like the product is a brand leak.
 PROGRAM = re.compile(r"\bmaxy(?=[ ,]+(?:mcp|tunnel)\b)|\bmaxy-(?:guide|reset-pin)\b")
-# The roles shipped so far; personal-assistant ships with the contacts plugin, once its tools exist.
+# The roles shipped so far (the thirteen of the platform).
 ROLES = {
     "archive-ingest-operator",
     "citation-auditor",
@@ -36,6 +36,7 @@ ROLES = {
     "data-manager",
     "database-operator",
     "librarian",
+    "personal-assistant",
     "project-manager",
     "public-session-reviewer",
     "research-assistant",
@@ -63,7 +64,16 @@ def test_no_literal_brand_in_shipped_content() -> None:
 
 
 def test_the_core_plugins_are_shipped() -> None:
-    expected = {"admin", "cloudflare", "maxy-guide", "memory", "projects", "scheduling", "web"}
+    expected = {
+        "admin",
+        "cloudflare",
+        "contacts",
+        "maxy-guide",
+        "memory",
+        "projects",
+        "scheduling",
+        "web",
+    }
     assert set(PLUGINS) == expected
 
 
