@@ -7,6 +7,7 @@ tests; the failure tests start the binary alone and expect one clear line and a 
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import socket
 import subprocess
@@ -220,6 +221,26 @@ async def test_mcp_started_as_a_session_would_lists_the_memory_tools(stack: Stac
     answer = found.content[0]
     assert isinstance(answer, TextContent), answer
     assert "Earl Grey" in answer.text
+
+
+@pytest.mark.anyio
+async def test_the_frozen_scheduling_server_reads_times_in_words_and_zones(stack: Stack) -> None:
+    """dateparser's language data and tzdata's zones are inside the binary."""
+    info = recorded_session(stack)
+    argv = info["argv"]
+    config = json.loads(argv[argv.index("--mcp-config") + 1])["mcpServers"]["scheduling"]
+    params = StdioServerParameters(
+        command=config["command"], args=config["args"], env={**info["env"], **config["env"]}
+    )
+    async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
+        await session.initialize()
+        resolved = await session.call_tool(
+            "time-resolve", {"text": "demain à 9h", "timeZone": "Pacific/Auckland"}
+        )
+    assert not resolved.is_error, resolved.content
+    answer = resolved.content[0]
+    assert isinstance(answer, TextContent), answer
+    assert re.search(r"T09:00:00\+1[23]:00", answer.text), answer.text  # New Zealand's offsets
 
 
 def test_doctor_reports_every_check(stack: Stack) -> None:
