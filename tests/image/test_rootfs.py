@@ -128,6 +128,15 @@ def test_user_maxy_has_fixed_ids_and_no_login(card: Card) -> None:
     assert any(line.startswith("maxy:!:") for line in shadow), "locked password"
     uids = [line.split(":")[2] for line in passwd.values()]
     assert uids.count("990") == 1
+    # Every group a unit adds its user to exists, or systemd refuses to start the unit.
+    folder = "/usr/lib/systemd/system"
+    names = [e.name for e in ext4_list(card.parts["root_a"], folder) if e.name.startswith("maxy")]
+    assert "maxy-manager.service" in names
+    for name in names:
+        for line in read(card, f"{folder}/{name}").splitlines():
+            if line.startswith("SupplementaryGroups="):
+                for group in line.split("=", 1)[1].split():
+                    assert group in groups, f"{group} (SupplementaryGroups=) is not in /etc/group"
 
 
 def test_hostname_hosts_and_the_avahi_service(card: Card) -> None:
