@@ -55,7 +55,7 @@ started=$(date +%s)
 # 1. The other wheels, for CPython 3.11 on aarch64 glibc 2.36. The lock's markers are evaluated
 #    for the build root's Python (Debian 12's python3, which runs PyInstaller there), not the host's.
 card_python=3.11.2
-lock_key=$( (sha256sum "$root/build/freeze.lock"; echo "$card_python") | sha256sum | cut -c1-16)
+lock_key=$( (sha256sum "$root/build/freeze.lock" "$root/build/freeze_requirements.py"; echo "$card_python") | sha256sum | cut -c1-16)
 wheelhouse=$cache/wheelhouse-$lock_key
 if [ ! -f "$wheelhouse/.complete" ]; then
   say "op=download-wheels platform=aarch64 into=$wheelhouse"

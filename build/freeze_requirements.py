@@ -7,7 +7,8 @@ Used by build/build.sh (the build virtualenv) and build/build-arm64.sh (the arm6
 downloads on the host). The lock is universal: some packages appear twice under opposite
 ``python_full_version`` markers. ``pip download --python-version`` filters wheels by the target's
 version but evaluates those markers against the interpreter running pip, so a download for
-another Python must drop the other side's lines first: ``--python-full-version`` does that (on
+another Python must drop the other side's lines first and the markers of the lines it keeps:
+``--python-full-version`` does that (on
 Linux, with ``packaging``, which any virtualenv's pip carries). Without it: standard library only,
 since build.sh runs it before any virtualenv exists.
 """
@@ -40,10 +41,14 @@ def for_python(lines: list[str], full_version: str) -> list[str]:
     }
     kept = []
     for line in lines:
-        requirement = line.split(" --hash")[0]
-        if ";" in requirement and not Marker(requirement.split(";", 1)[1]).evaluate(environment):
+        requirement, hashes = (line.split(" --hash", 1) + [""])[:2]
+        if ";" not in requirement:
+            kept.append(line)
             continue
-        kept.append(line)
+        name, marker = requirement.split(";", 1)
+        if Marker(marker).evaluate(environment):
+            # Without its marker: pip would evaluate it again, against its own interpreter.
+            kept.append(name.rstrip() + "      --hash" + hashes if hashes else name.rstrip())
     return kept
 
 

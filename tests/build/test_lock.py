@@ -35,3 +35,22 @@ def test_every_locked_distribution_carries_hashes() -> None:
     lock = locked()
     assert len(lock) > 40  # the indirect dependencies too, not only what pyproject names
     assert all(hashes for _, hashes in lock.values())
+
+
+def test_the_arm64_requirements_hold_one_version_each_and_no_markers() -> None:
+    """pip download evaluates markers against its own interpreter, not the card's 3.11.2."""
+    import subprocess
+    import sys
+
+    done = subprocess.run(
+        [sys.executable, str(REPO / "build" / "freeze_requirements.py"),
+         "--python-full-version", "3.11.2", str(REPO / "build" / "freeze.lock")],
+        capture_output=True, text=True, check=True,
+    )
+    pins = [line for line in done.stdout.splitlines() if re.match(r"[A-Za-z0-9_.-]+==", line)]
+    names = [re.sub(r"[-_.]+", "-", line.split("==")[0]).lower() for line in pins]
+    assert len(names) == len(set(names)), "a package appears under both sides of a marker"
+    assert not [line for line in pins if ";" in line.split(" --hash")[0]]
+    assert "llama-cpp-python" not in names
+    assert set(names) <= set(locked())
+    assert {"soupsieve", "pyinstaller", "neo4j"} <= set(names)  # soupsieve: only under a marker
