@@ -31,6 +31,7 @@ from appliance.memory.errors import EngineError, WriteRejected, rejected
 from appliance.memory.graph import Graph
 from appliance.memory.guards import guard
 from appliance.memory.write import EmbedText, embedding_text
+from appliance.rpc.protocol import BadParams
 
 log = logging.getLogger(__name__)
 
@@ -226,7 +227,7 @@ async def read_latest_reports(
 ) -> dict[str, Any]:
     """The newest reports (full bodies) the caller may see, optionally matching a keyword."""
     if not 1 <= limit <= MAX_READ_LIMIT:
-        raise ValueError(f"limit must be between 1 and {MAX_READ_LIMIT}")
+        raise BadParams(f"limit must be between 1 and {MAX_READ_LIMIT}")
     # A CONTAINS filter, not the entity_search full-text index: the answer is ordered by date,
     # not relevance, so a full-text pool cut at its own limit could drop the newest match;
     # substring matching also finds "invoice" in "invoices" without analyser surprises; and
@@ -258,9 +259,9 @@ async def list_reports(
 ) -> dict[str, Any]:
     """Report metadata (no bodies) the caller may see, newest first, one page at a time."""
     if page < 1:
-        raise ValueError("page must be 1 or more")
+        raise BadParams("page must be 1 or more")
     if not 1 <= page_size <= MAX_PAGE_SIZE:
-        raise ValueError(f"page_size must be between 1 and {MAX_PAGE_SIZE}")
+        raise BadParams(f"page_size must be between 1 and {MAX_PAGE_SIZE}")
     skip = (page - 1) * page_size
     rows, _ = await graph.run(
         f"MATCH (r:Report) WHERE {guard('r')} AND {_KEYWORD_FILTER} "
