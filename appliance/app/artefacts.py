@@ -247,7 +247,9 @@ def routes(ctx: AppContext) -> list[BaseRoute]:
         sections, chunks = props.get("sectionCount"), props.get("chunkCount")
         parts = ["Knowledge document"]
         if isinstance(sections, int) and isinstance(chunks, int):
-            parts.append(f"{sections} section{'s' * (sections != 1)}, {chunks} chunks")
+            parts.append(
+                f"{sections} section{'s' * (sections != 1)}, {chunks} chunk{'s' * (chunks != 1)}"
+            )
         parts.append(f"seen by {SCOPE_WORDS.get(props.get('scope'), props.get('scope'))}")
         return " · ".join(parts)
 
