@@ -68,6 +68,9 @@ CREATE CONSTRAINT reminder_id_unique IF NOT EXISTS FOR (n:Reminder) REQUIRE n.id
 // Natural keys that writes MERGE on: unique per account, so concurrent first writes cannot race.
 CREATE CONSTRAINT report_minute_key IF NOT EXISTS FOR (n:Report) REQUIRE (n.accountId, n.minuteKey) IS UNIQUE;
 CREATE CONSTRAINT conversation_session_unique IF NOT EXISTS FOR (n:Conversation) REQUIRE (n.accountId, n.sessionId) IS UNIQUE;
+// Where a message comes from (an admin transcript line's uuid, appliance/sessions/recorder.py):
+// recorded once, however often the transcript is read. Visitors' messages carry none.
+CREATE CONSTRAINT message_source_key IF NOT EXISTS FOR (n:Message) REQUIRE (n.accountId, n.sourceKey) IS UNIQUE;
 // A contact's email, trimmed and lower-cased (appliance/memory/contacts.py); only the contact book
 // sets it, so Person nodes written before it or without an email are not constrained.
 CREATE CONSTRAINT person_email_key IF NOT EXISTS FOR (n:Person) REQUIRE (n.accountId, n.emailKey) IS UNIQUE;

@@ -8,6 +8,8 @@ sites    /sites/* static publish tree
 sessions /api/admin/sessions/*, /api/admin/claude*: the session manager, relayed
 settings /admin/settings: Claude connection, API key, PIN, remote password, other devices
 plugins_admin /admin/plugins: the installed plugins, the optional ones turned on and off
+artefacts /admin/artefacts: knowledge documents and agents' templates, opened and edited
+data_admin /api/admin/memory/*: the Data page's notes, edits, scope changes and deletes
 """
 
 from __future__ import annotations
@@ -24,8 +26,10 @@ from starlette.types import Scope
 
 from appliance.app import (
     agents_admin,
+    artefacts,
     auth,
     chat,
+    data_admin,
     pages,
     plugins_admin,
     public,
@@ -79,6 +83,8 @@ def create_app(settings: Settings | None = None) -> Starlette:
         *settings_page.routes(ctx),
         *agents_admin.routes(ctx),
         *plugins_admin.routes(ctx),
+        *artefacts.routes(ctx),
+        *data_admin.routes(ctx),
         *pages.routes(ctx),
         *chat.routes(ctx),
         *public.routes(ctx),

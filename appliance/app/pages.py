@@ -3,16 +3,25 @@
 Pages (authentication is the auth middleware's job; these only render):
 
     /                  admin shell (on the admin host role; see :mod:`appliance.app.public`)
-    /admin/<section>   sessions, people, agents, projects, tasks, artefacts: the shell
+    /admin/<section>   sessions, projects: the shell (agents: :mod:`.agents_admin`; artefacts:
+                       :mod:`.artefacts`)
+    /admin/people      the Graph page filtered to Person, /admin/tasks to Task
     /admin/data        search the memory graph, with each result's score breakdown
-    /admin/graph       draw a guarded sample of the memory graph
+    /admin/graph       draw a guarded sample of the memory graph (?labels=Person,Note preselects)
 
 JSON (every call goes to the engine as the account's admin caller)::
 
-    GET /api/admin/search?q=&types=&limit=     hybrid search, one breakdown line per result
-    GET /api/admin/graph?labels=&q=&limit=     nodes and edges (limit 1..2000)
+    GET /api/admin/search?q=&types=&limit=&internal=   hybrid search, one breakdown line per
+                                                        result, each titled for a person
+    GET /api/admin/graph?labels=&q=&limit=&internal=   nodes and edges (limit 1..2000); q
+                                                        narrows to what search finds
     GET /api/admin/graph/node/{id}?label=      one node and its one-hop neighbourhood
     GET /api/admin/health                      the engine's health
+
+Internal records (tool calls, the audit trail's Tasks: :func:`appliance.memory.explore.
+is_internal`) are left out of search and the graph unless ``internal=1``; search says how many
+it left out. Titles come from :func:`appliance.memory.explore.display_title` (a chunk is
+"Document \u203a Section", never an id).
 
 Errors are JSON ``{code, message}``: 400 for bad parameters, 404 for a node not visible,
 503 ``engine-unavailable`` when the engine does not answer.
@@ -38,6 +47,8 @@ from appliance.agents.claude_code import VISITOR_PATHS, claude_connected, visito
 from appliance.app.auth import csrf_of
 from appliance.app.context import AppContext
 from appliance.core.identity import Caller
+from appliance.memory.explore import TEXT_KEYS, display_title, is_internal
+from appliance.rpc.client import RpcClient
 from appliance.rpc.protocol import RemoteError, RpcError
 from appliance.tunnel.state import tunnel_health
 from appliance.web.errors import ApiError, engine_error
@@ -53,6 +64,8 @@ templates = Jinja2Templates(directory=APP_DIR / "templates")
 VENDOR_CACHE = "public, max-age=31536000, immutable"
 OWN_CACHE = "no-cache"  # our own CSS/JS: revalidate (ETag) so an update shows at once
 
+#: Sidebar sections that are the Graph page filtered to one label.
+GRAPH_SECTIONS: dict[str, str] = {"people": "Person", "tasks": "Task"}
 SECTIONS: dict[str, tuple[str, str]] = {
     "sessions": ("Sessions", "No sessions yet. Start one with New session."),
     "people": ("People", "No people yet. People your agent meets will appear here."),
@@ -79,8 +92,7 @@ MAX_SEARCH = 100
 DEFAULT_SEARCH = 20
 MAX_GRAPH = 2000
 DEFAULT_GRAPH = 200
-TITLE_KEYS = ("name", "title", "canonicalName", "headline", "subject", "slug")
-_LABEL = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")
+LABEL = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")
 
 
 class Static(StaticFiles):
@@ -168,10 +180,14 @@ def admin_caller(ctx: AppContext) -> dict[str, Any]:
     return Caller(account_id=ctx.account.id).to_wire()
 
 
-async def call_engine(ctx: AppContext, method: str, params: Mapping[str, Any]) -> Any:
-    """Call the engine as the admin; translate failures into :class:`ApiError` once, here."""
+async def call_engine(
+    ctx: AppContext, method: str, params: Mapping[str, Any], client: RpcClient | None = None
+) -> Any:
+    """Call the engine as the admin (through ``client``, e.g. one with a longer timeout for an
+    ingest); translate failures into :class:`ApiError` once, here."""
     try:
-        return await ctx.engine.call(method, {**params, "caller": admin_caller(ctx)})
+        engine = client or ctx.engine
+        return await engine.call(method, {**params, "caller": admin_caller(ctx)})
     except RpcError as err:
         code = err.code if isinstance(err, RemoteError) else type(err).__name__
         log.warning("[pages] op=engine-call method=%s error=%s detail=%s", method, code, err)
@@ -181,14 +197,18 @@ async def call_engine(ctx: AppContext, method: str, params: Mapping[str, Any]) -
 def json_api(
     handler: Callable[[Request], Awaitable[Any]],
 ) -> Callable[[Request], Awaitable[Response]]:
-    """Wrap a JSON handler: its result becomes 200 JSON, an ApiError its status and message."""
+    """Wrap a JSON handler: its result becomes 200 JSON (a ``(status, body)`` pair that status),
+    an ApiError its status and message."""
 
     async def endpoint(request: Request) -> Response:
         try:
             body = await handler(request)
         except ApiError as err:
             return err.response()
-        response = JSONResponse(body)
+        status = 200
+        if isinstance(body, tuple):
+            status, body = body
+        response = JSONResponse(body, status_code=status)
         response.headers["cache-control"] = "no-store"
         return response
 
@@ -214,7 +234,7 @@ def labels_param(request: Request, name: str) -> list[str] | None:
     raw = request.query_params.get(name, "")
     labels = [part.strip() for part in raw.split(",") if part.strip()]
     for label in labels:
-        if not _LABEL.match(label):
+        if not LABEL.match(label):
             raise ApiError(400, "bad-request", f"{name}: {label!r} is not a node label.")
     return labels or None
 
@@ -241,21 +261,14 @@ def breakdown(trace: Mapping[str, Any]) -> str:
     )
 
 
-def title_of(props: Mapping[str, Any], labels: list[str]) -> str:
-    """The best human name of a node: a naming property, else its first text, else a label."""
-    for key in TITLE_KEYS:
-        value = props.get(key)
-        if isinstance(value, str) and value.strip():
-            return value.strip()
-    for key, value in props.items():
-        if key != "id" and isinstance(value, str) and value.strip():
-            return " ".join(value.split())[:120]
-    return labels[0] if labels else "Node"
+def bool_param(request: Request, name: str) -> bool:
+    """A yes/no query parameter: 1/true/yes/on is yes, anything else (or nothing) no."""
+    return request.query_params.get(name, "").strip().lower() in ("1", "true", "yes", "on")
 
 
 def snippet_of(props: Mapping[str, Any], title: str) -> str:
     """A short line of a result's text other than its title."""
-    for key in ("text", "description", "body", "summary", "content"):
+    for key in TEXT_KEYS:
         value = props.get(key)
         if isinstance(value, str) and value.strip() and value.strip() != title:
             text = " ".join(value.split())
@@ -276,6 +289,8 @@ def routes(ctx: AppContext) -> list[BaseRoute]:
     async def section(request: Request) -> Response:
         name = request.url.path.rsplit("/", 1)[-1]
         title, empty = SECTIONS[name]
+        if name in GRAPH_SECTIONS:
+            return graph_view(request, title, name, [GRAPH_SECTIONS[name]])
         return admin_page(request, "shell.html", title, name, empty=empty)
 
     async def admin_root(request: Request) -> Response:
@@ -294,29 +309,47 @@ def routes(ctx: AppContext) -> list[BaseRoute]:
     async def data_page(request: Request) -> Response:
         return admin_page(request, "data.html", "Data", "data")
 
-    async def graph_page(request: Request) -> Response:
+    def graph_view(request: Request, title: str, section: str, labels: list[str]) -> Response:
         return admin_page(
             request,
             "graph.html",
-            "Graph",
-            "graph",
+            title,
+            section,
             max_graph=MAX_GRAPH,
             default_graph=DEFAULT_GRAPH,
+            graph_labels=",".join(labels),
+            empty=SECTIONS[section][1] if section in SECTIONS else None,
         )
+
+    async def graph_page(request: Request) -> Response:
+        try:
+            labels = labels_param(request, "labels") or []
+        except ApiError:
+            labels = []  # the page's own call reports a bad filter
+        # The Graph filtered to exactly one section's label is that section.
+        for name, label in GRAPH_SECTIONS.items():
+            if labels == [label]:
+                return graph_view(request, SECTIONS[name][0], name, labels)
+        return graph_view(request, "Graph", "graph", labels)
 
     async def search_api(request: Request) -> dict[str, Any]:
         query = text_param(request, "q", required=True)
         types = labels_param(request, "types")
         limit = int_param(request, "limit", DEFAULT_SEARCH, 1, MAX_SEARCH)
+        internal = bool_param(request, "internal")
         found = await call_engine(
             ctx, "search", {"query": query, "labels": types, "limit": limit, "expandHops": 0}
         )
         results: list[dict[str, Any]] = []
         counts: dict[str, int] = {}
+        hidden = 0
         for hit in found.get("results") or []:
             labels = list(hit.get("labels") or [])
             props = hit.get("props") or {}
-            title = title_of(props, labels)
+            if not internal and is_internal(labels, props):
+                hidden += 1
+                continue
+            title = display_title(props, labels)
             trace = hit.get("trace") or {}
             results.append(
                 {
@@ -335,6 +368,7 @@ def routes(ctx: AppContext) -> list[BaseRoute]:
             "query": query,
             "results": results,
             "types": [{"label": k, "count": v} for k, v in sorted(counts.items())],
+            "hiddenInternal": hidden,
             "keywordOnly": bool(found.get("keywordOnly")),
             "vectorOnly": bool(found.get("vectorOnly")),
             "ms": found.get("ms"),
@@ -345,13 +379,14 @@ def routes(ctx: AppContext) -> list[BaseRoute]:
             "labels": labels_param(request, "labels"),
             "q": text_param(request, "q", required=False) or None,
             "limit": int_param(request, "limit", DEFAULT_GRAPH, 1, MAX_GRAPH),
+            "internal": bool_param(request, "internal"),
         }
         return await call_engine(ctx, "graph.sample", params)
 
     async def node_api(request: Request) -> Any:
         node_id = request.path_params["node_id"]
         label = request.query_params.get("label") or None
-        if label is not None and not _LABEL.match(label):
+        if label is not None and not LABEL.match(label):
             raise ApiError(400, "bad-request", f"label: {label!r} is not a node label.")
         found = await call_engine(ctx, "graph.node", {"id": node_id, "label": label})
         if not found or found.get("node") is None:
@@ -369,7 +404,7 @@ def routes(ctx: AppContext) -> list[BaseRoute]:
 
     return [
         Route("/admin", admin_root),
-        *(Route(f"/admin/{name}", section) for name in SECTIONS),
+        *(Route(f"/admin/{name}", section) for name in SECTIONS if name != "artefacts"),
         Route("/admin/data", data_page),
         Route("/admin/graph", graph_page),
         Route("/admin/{rest:path}", admin_missing),

@@ -125,13 +125,42 @@ def split_target(raw_path: bytes) -> list[str] | Forbid:
             name = decoded.decode("utf-8", errors="strict")
         except UnicodeDecodeError:
             return Forbid("not-utf8")
-        folded = unicodedata.normalize("NFKC", name)
-        if any(char in _FORBIDDEN_CHARS for char in name + folded):
-            return Forbid("character")
-        if name.startswith(".") or folded.startswith("."):
-            return Forbid("dot-segment")
+        problem = name_problem(name)
+        if problem is not None:
+            return problem
         names.append(name)
     return names
+
+
+def name_problem(name: str) -> Forbid | None:
+    """Why one decoded path segment may not be used (None: it may): a forbidden character or
+    a leading dot, also after Unicode NFKC folding."""
+    folded = unicodedata.normalize("NFKC", name)
+    if any(char in _FORBIDDEN_CHARS for char in name + folded):
+        return Forbid("character")
+    if name.startswith(".") or folded.startswith("."):
+        return Forbid("dot-segment")
+    return None
+
+
+def locate_file(root: Path, relative: str) -> Located:
+    """Decide what a plain relative path (``a/b.pdf``, already decoded) names under ``root``:
+    the same segment rules and symlink check as a ``/sites`` target; only a regular file is
+    Found."""
+    names = relative.split("/")
+    if not relative or any(not name for name in names):
+        return Forbid("empty-segment")
+    for name in names:
+        problem = name_problem(name)
+        if problem is not None:
+            return problem
+    real_root = Path(os.path.realpath(root))
+    if not real_root.is_dir():
+        return Missing()
+    real = Path(os.path.realpath(real_root.joinpath(*names)))
+    if not _inside(real, real_root) or real == real_root:
+        return Forbid("symlink-escape")
+    return Found(real) if real.is_file() else Missing()
 
 
 def _inside(path: Path, root: Path) -> bool:

@@ -7,7 +7,11 @@
   a conversation and its messages are always visible to the same callers. Messages are embedded
   at write time; a failed embed never aborts the write
   (``[graph-write] warn reason=embed-failed``). A conversation the caller cannot see (another
-  scope or agent, or soft-deleted) is never appended to.
+  scope or agent, or soft-deleted) is never appended to. A message with a ``key`` (where it
+  comes from: the session manager passes each transcript line's uuid) is stored once: recording
+  the same key again answers the stored message (``created: false``) and embeds nothing, so a
+  transcript read again after a restart adds nothing (the key is ``sourceKey``, unique per
+  account by a schema constraint).
 - :func:`session_messages` reads one session's messages back in order (the public chat's
   transcript after a restart), guarded like every read.
 - :func:`conversation_search` runs the query vector against the ``message_embedding`` index
@@ -46,6 +50,7 @@ MESSAGE_INDEX = "message_embedding"
 MAX_SEARCH_LIMIT = 50
 MAX_FETCH = 2000
 MAX_SESSION_ID_CHARS = 200
+MAX_KEY_CHARS = 200
 
 
 def effective_session(caller: Caller, session_id: str | None) -> str | None:
@@ -71,8 +76,12 @@ async def record_message(
     text: str,
     agent_slug: str | None = None,
     scope: str | None = None,
+    key: str | None = None,
 ) -> dict[str, Any]:
-    """Append one message to the session's conversation (created on first use); embed it."""
+    """Append one message to the session's conversation (created on first use); embed it.
+
+    A ``key`` already recorded in this session's conversation is not appended again.
+    """
     session = effective_session(caller, session_id)
     if not session or not isinstance(session, str) or len(session) > MAX_SESSION_ID_CHARS:
         raise rejected(
@@ -86,8 +95,18 @@ async def record_message(
         )
     if not isinstance(text, str) or not text.strip():
         raise rejected("conversations", "empty-text", "A message needs non-empty text.")
+    if key is not None and (not key.strip() or len(key) > MAX_KEY_CHARS):
+        raise rejected(
+            "conversations",
+            "invalid-key",
+            f"A message's key must be 1 to {MAX_KEY_CHARS} characters.",
+        )
     node_scope = resolve_scope(caller, scope)
     agent = caller.agent or agent_slug
+    if key is not None:
+        known = await _recorded(graph, caller, session, key)
+        if known is not None:
+            return known
 
     # The opening of a long message stands for it: the model sees at most MAX_CHARS anyway.
     embed_text = summary(text, MAX_CHARS)
@@ -119,7 +138,7 @@ async def record_message(
         "WITH c, coalesce(c.messageCount, 0) AS position "
         "SET c.messageCount = position + 1 "
         "CREATE (c)-[:HAS_MESSAGE]->(m:Message {id: $mid, accountId: $account, role: $role, "
-        "body: $text, createdAt: $now, order: position}) "
+        "body: $text, createdAt: $now, order: position, sourceKey: $key}) "
         "SET m.scope = c.scope, m.agents = c.agents "
         f"{set_embedding}"
         "RETURN c.id AS conversationId, m.id AS messageId, position, c.id = $cid AS started",
@@ -137,6 +156,7 @@ async def record_message(
             "embedding": embedding,
             "model": model_name,
             "hash": content_hash(embed_text),
+            "key": key,
         },
     )
     if not rows:
@@ -163,6 +183,35 @@ async def record_message(
         "order": row["position"],
         "embedded": embedding is not None,
         "warnings": warnings,
+        "created": True,
+    }
+
+
+async def _recorded(graph: Graph, caller: Caller, session: str, key: str) -> dict[str, Any] | None:
+    """The message of this session already recorded under ``key``, as record_message answers."""
+    rows, _ = await graph.run(
+        "MATCH (c:Conversation {accountId: $account, sessionId: $session})"
+        "-[:HAS_MESSAGE]->(m:Message {sourceKey: $key}) "
+        f"WHERE {guard('c')} "
+        "RETURN c.id AS conversationId, m.id AS messageId, m.order AS position, "
+        "m.embedding IS NOT NULL AS embedded LIMIT 1",
+        {**caller.params(), "session": session, "key": key},
+    )
+    if not rows:
+        return None
+    row = rows[0]
+    log.info(
+        "[conversations] op=record conversation=%s message=%s known=true",
+        row["conversationId"],
+        row["messageId"],
+    )
+    return {
+        "conversationId": row["conversationId"],
+        "messageId": row["messageId"],
+        "order": row["position"],
+        "embedded": bool(row["embedded"]),
+        "warnings": [],
+        "created": False,
     }
 
 
@@ -231,7 +280,7 @@ async def session_messages(
         f"WHERE {guard('m')} "
         "WITH c, m ORDER BY m.order DESC LIMIT $limit "
         "RETURN c.id AS conversationId, m.id AS id, m.role AS role, m.body AS text, "
-        "m.createdAt AS createdAt, m.order AS order ORDER BY order",
+        "m.createdAt AS createdAt, m.order AS order, m.sourceKey AS key ORDER BY order",
         {**caller.params(), "session": session, "limit": limit},
     )
     log.info("[conversations] op=read session=%s found=%d", session, len(rows))
@@ -239,6 +288,6 @@ async def session_messages(
         "sessionId": session,
         "conversationId": rows[0]["conversationId"] if rows else None,
         "messages": [
-            {k: row[k] for k in ("id", "role", "text", "createdAt", "order")} for row in rows
+            {k: row[k] for k in ("id", "role", "text", "createdAt", "order", "key")} for row in rows
         ],
     }

@@ -5,9 +5,13 @@ neighbours included, exactly as search does; hidden properties (``embedding``, `
 never leave the engine.
 
 - :func:`sample` — up to ``limit`` (1..2000) visible nodes, newest first, optionally only some
-  labels and only those whose name-like properties contain a text; plus the relationships among
-  them and the count of visible nodes per label (the category filter).
+  labels, and with a text only the nodes search finds for it (``matches``: the engine's own
+  hybrid search with the Data page's settings, so the Graph narrows to what the Data page
+  finds, not to names); plus the relationships among them and the count of visible nodes per
+  label (the category filter). Internal records (:func:`is_internal`) are left out unless asked.
 - :func:`neighbourhood` — one node's visible properties and up to 50 of its one-hop neighbours.
+- :func:`display_title` — the one human title of a node the pages show: a chunk as
+  "Document \u203a Section", a message as who said it and what, never a raw id.
 """
 
 from __future__ import annotations
@@ -15,7 +19,7 @@ from __future__ import annotations
 import logging
 import re
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
 from appliance.core.identity import Caller
@@ -28,42 +32,110 @@ log = logging.getLogger(__name__)
 
 MAX_SAMPLE = 2000
 DEFAULT_SAMPLE = 200
+MAX_MATCHES = 20  # a narrowed graph shows what the Data page lists for the text by default
 MAX_EDGES = 10_000
 MAX_NEIGHBOURS = 50
 MAX_QUERY_CHARS = 200
 MAX_TITLE_CHARS = 120
-# The properties that name a node, best first; the type-to-narrow text is looked for in these.
+PATH_SEPARATOR = " \u203a "
+# The properties that name a node, best first.
 TITLE_KEYS = ("name", "title", "canonicalName", "headline", "subject", "slug")
+# A node's own text, best first: what a title falls back on, and what the pages edit.
+TEXT_KEYS = ("text", "body", "content", "description", "summary")
+# Properties a title never shows: ids and bookkeeping, never what the owner wrote.
+_NOT_TITLES = frozenset(
+    {"id", "accountId", "scope", "role", "source", "status", "tool", "embeddingModel"}
+)
 _LABEL = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")
+# Records of how Maxy works rather than what the owner keeps: every MCP tool call (ToolCall)
+# and the Task an audited durable call becomes (source "audit", appliance/memory/audit.py).
+INTERNAL_LABELS = ("ToolCall",)
+AUDIT_SOURCE = "audit"
+# Who said a message: a visitor's conversations are public, the owner's are not.
+_SPEAKERS = {"assistant": "Assistant", "user": "You"}
+
+Matches = Callable[[str, list[str] | None, int], Awaitable[list[str]]]
+
+
+def is_internal(labels: Sequence[str], props: Mapping[str, Any]) -> bool:
+    """True for an internal record: a ToolCall, or a Task the audit trail wrote."""
+    if any(label in INTERNAL_LABELS for label in labels):
+        return True
+    return "Task" in labels and props.get("source") == AUDIT_SOURCE
+
+
+def internal(var: str) -> str:
+    """Cypher predicate: the node bound to ``var`` is an internal record (see is_internal)."""
+    tests = [f"{var}:{label}" for label in INTERNAL_LABELS]
+    audit = f"({var}:Task AND coalesce({var}.source = '{AUDIT_SOURCE}', false))"
+    return f"({' OR '.join(tests)} OR {audit})"
+
+
+def _one_line(text: str, limit: int = MAX_TITLE_CHARS) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+
+
+def display_title(props: Mapping[str, Any], labels: Sequence[str]) -> str:
+    """The human title of a node: never a raw id, always something the owner can read."""
+    path = props.get("path")
+    if ("Chunk" in labels or "Section" in labels) and isinstance(path, list) and path:
+        return _one_line(PATH_SEPARATOR.join(str(p) for p in path))
+    if "Message" in labels:
+        who = "Visitor" if props.get("scope") == "public" and props.get("role") == "user" else None
+        speaker = who or _SPEAKERS.get(str(props.get("role")), "Message")
+        body = next((props[k] for k in ("body", "text") if isinstance(props.get(k), str)), "")
+        return _one_line(f"{speaker}: {body}") if body.strip() else speaker
+    for key in TITLE_KEYS:
+        value = props.get(key)
+        if isinstance(value, str) and value.strip():
+            return _one_line(value)
+    given = " ".join(
+        str(props[k]).strip() for k in ("givenName", "familyName") if isinstance(props.get(k), str)
+    ).strip()
+    if given:
+        return _one_line(given)
+    if "ToolCall" in labels and isinstance(props.get("tool"), str):
+        return _one_line(f"Tool call: {props['tool']}")
+    if "Conversation" in labels:
+        started = str(props.get("startedAt") or "")[:10]
+        agent = props.get("agentSlug")
+        who = f" with {agent}" if isinstance(agent, str) and agent else ""
+        return f"Conversation{who}" + (f", {started}" if started else "")
+    if "Chunk" in labels:
+        return "Part of a document"
+    for key in TEXT_KEYS:
+        value = props.get(key)
+        if isinstance(value, str) and value.strip():
+            return _one_line(value)
+    for key, value in props.items():
+        shown = key not in _NOT_TITLES and not key.endswith("Id") and not key.endswith("At")
+        if shown and isinstance(value, str) and value.strip():
+            return _one_line(value)
+    return str(labels[0]) if labels else "Node"
 
 
 def _brief(v: str) -> str:
-    """Cypher map of a node as the pages draw it: names, a text excerpt, scope; never a vector."""
+    """Cypher map of a node as the pages draw it: what its title needs, scope; never a vector."""
+    keys = [*TITLE_KEYS, *TEXT_KEYS, "givenName", "familyName", "role", "tool", "agentSlug"]
+    cut = ", ".join(
+        f"{k}: CASE WHEN {v}.{k} IS :: STRING THEN left({v}.{k}, $titleChars) END" for k in keys
+    )
     return (
         f"{{id: coalesce({v}.id, elementId({v})), labels: labels({v}), scope: {v}.scope, "
-        f"names: [k IN $titleKeys | CASE WHEN {v}[k] IS :: STRING "
-        f"THEN left({v}[k], $titleChars) END], "
-        f"text: CASE WHEN {v}.text IS :: STRING THEN left({v}.text, $titleChars) END}}"
+        f"props: {{{cut}, source: {v}.source, startedAt: {v}.startedAt, "
+        f"scope: {v}.scope, path: CASE WHEN {v}.path IS :: LIST<STRING NOT NULL> "
+        f"THEN {v}.path END}}}}"
     )
 
 
-def _title(row: Mapping[str, Any]) -> str:
-    """The best human name of a node: a naming property, else its text, else its first label."""
-    for value in row.get("names") or ():
-        if value and value.strip():
-            return str(value).strip()
-    text = row.get("text")
-    if text and text.strip():
-        return " ".join(str(text).split())
-    labels = row.get("labels") or ["Node"]
-    return str(labels[0])
-
-
 def _node(row: Mapping[str, Any]) -> dict[str, Any]:
+    labels = list(row["labels"])
+    props = {k: v for k, v in (row.get("props") or {}).items() if v is not None}
     return {
         "id": row["id"],
-        "labels": list(row["labels"]),
-        "title": _title(row),
+        "labels": labels,
+        "title": display_title(props, labels),
         "scope": row.get("scope"),
     }
 
@@ -86,7 +158,7 @@ def check_limit(limit: int) -> int:
 
 
 def _params(caller: Caller) -> dict[str, Any]:
-    return {**caller.params(), "titleKeys": list(TITLE_KEYS), "titleChars": MAX_TITLE_CHARS}
+    return {**caller.params(), "titleChars": MAX_TITLE_CHARS}
 
 
 async def sample(
@@ -96,21 +168,39 @@ async def sample(
     labels: Sequence[str] | None = None,
     q: str | None = None,
     limit: int = DEFAULT_SAMPLE,
+    internal_records: bool = False,
+    matches: Matches | None = None,
 ) -> dict[str, Any]:
-    """Visible nodes (newest first), the relationships among them, and per-label counts."""
+    """Visible nodes (newest first), the relationships among them, and per-label counts.
+
+    With ``q``, only the nodes ``matches`` (search) finds for it, at most MAX_MATCHES, and a
+    node whose id is ``q``. Internal records only with ``internal_records``.
+    """
     started = time.monotonic()
     chosen = check_labels(labels)
     check_limit(limit)
-    text = (q or "").strip().lower()[:MAX_QUERY_CHARS] or None
-    params = {**_params(caller), "labels": chosen, "q": text, "limit": limit, "maxEdges": MAX_EDGES}
-    matches = (
+    text = " ".join((q or "").split())[:MAX_QUERY_CHARS] or None
+    found_ids: list[str] | None = None
+    if text is not None:
+        if matches is None:
+            raise BadParams("narrowing by text needs the engine's search")
+        found_ids = [*await matches(text, chosen, min(limit, MAX_MATCHES)), text]
+    params = {
+        **_params(caller),
+        "labels": chosen,
+        "ids": found_ids,
+        "limit": limit,
+        "maxEdges": MAX_EDGES,
+        "internal": internal_records,
+    }
+    hide = f"AND ($internal OR NOT {internal('n')}) "
+    matched = (
         f"MATCH (n) WHERE {guard('n')} "
         "AND ($labels IS NULL OR any(l IN labels(n) WHERE l IN $labels)) "
-        "AND ($q IS NULL OR n.id = $q OR any(k IN $titleKeys WHERE "
-        "n[k] IS :: STRING AND toLower(n[k]) CONTAINS $q)) "
+        "AND ($ids IS NULL OR n.id IN $ids) " + hide
     )
     rows, _ = await graph.run(
-        matches + "WITH n ORDER BY n.updatedAt IS NULL, n.updatedAt DESC LIMIT $limit + 1 "
+        matched + "WITH n ORDER BY n.updatedAt IS NULL, n.updatedAt DESC LIMIT $limit + 1 "
         "WITH collect(n) AS found "
         "WITH found[..$limit] AS nodes, size(found) > $limit AS truncated "
         "CALL (nodes) { UNWIND nodes AS a MATCH (a)-[r]->(b) WHERE b IN nodes "
@@ -122,19 +212,22 @@ async def sample(
     )
     row: dict[str, Any] = rows[0] if rows else {"nodes": [], "edges": [], "truncated": False}
     counted, _ = await graph.run(
-        f"MATCH (n) WHERE {guard('n')} UNWIND labels(n) AS label "
+        f"MATCH (n) WHERE {guard('n')} {hide}UNWIND labels(n) AS label "
         "RETURN label, count(*) AS count ORDER BY count DESC, label",
-        caller.params(),
+        {**caller.params(), "internal": internal_records},
     )
     nodes = [_node(r) for r in row["nodes"]]
     ms = (time.monotonic() - started) * 1000
     log.info(
-        "[graph-explore] op=sample nodes=%s edges=%s truncated=%s labels=%s q=%s ms=%d",
+        "[graph-explore] op=sample nodes=%s edges=%s truncated=%s labels=%s q=%s matched=%s "
+        "internal=%s ms=%d",
         len(nodes),
         len(row["edges"]),
         row["truncated"],
         ",".join(chosen or []) or "all",
         "yes" if text else "no",
+        len(found_ids) - 1 if found_ids is not None else "-",
+        internal_records,
         ms,
     )
     return {

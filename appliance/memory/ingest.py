@@ -22,6 +22,12 @@ Contract:
   edit re-embeds the chunks it touches and a section or document only when its summary moved.
 - Ids are derived from the document id and the content (a chunk's text, a section's heading
   path), so an unchanged chunk keeps its node, edges and embedding even when text around it moves.
+- A chunk carries its section's ``path`` (the document title, then the headings down to its
+  section), so it can be shown as "Document \u203a Section" without a second read.
+- The text itself is kept (:func:`appliance.core.documents.keep_text`, when the ingester has a
+  ``keep``) BEFORE the graph is written: the artefact pane shows and edits it, and an edit is
+  saved by ingesting again. A text that cannot be kept refuses the ingest (``text-not-kept``)
+  with nothing written.
 - A failed embed never aborts the ingest: the node is written without an embedding (a later
   reindex fills it in) and one ``[graph-write] warn reason=embed-failed`` line is logged.
 - Writes are a handful of batched ``UNWIND`` statements, not one round trip per chunk. They are
@@ -30,10 +36,11 @@ Contract:
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -180,6 +187,7 @@ def _plan(doc_id: str, request: IngestRequest) -> _Plan:
             props = {
                 **common,
                 "sectionId": section_id,
+                "path": trail,
                 "content": piece,
                 "index": index,
                 "order": len(out.chunks),
@@ -230,13 +238,19 @@ _SET_COMMON = (
 )
 
 
-class Ingester:
-    """Ingests documents for one embedding model."""
+KeepText = Callable[[str, str], object]  # (document id, text): keeps it durably
 
-    def __init__(self, graph: Graph, embed: EmbedTexts, model_name: str) -> None:
+
+class Ingester:
+    """Ingests documents for one embedding model; ``keep`` keeps each document's text."""
+
+    def __init__(
+        self, graph: Graph, embed: EmbedTexts, model_name: str, keep: KeepText | None = None
+    ) -> None:
         self.graph = graph
         self.embed = embed
         self.model_name = model_name
+        self.keep = keep
 
     async def ingest(self, caller: Caller, request: IngestRequest) -> dict[str, Any]:
         """Write (or replace) the document's hierarchy, embedding only what changed."""
@@ -255,6 +269,7 @@ class Ingester:
                 "The document has headings but no text under them.",
                 attachment=request.attachment_id,
             )
+        await self._keep(doc_id, request)
         embedded, reused, failed, error = await self._embed(nodes, stored)
         if failed:
             log.warning(
@@ -299,6 +314,21 @@ class Ingester:
             "reused": reused,
             "warnings": ["embed-failed"] if failed else [],
         }
+
+    async def _keep(self, doc_id: str, request: IngestRequest) -> None:
+        """Keep the document's text on disk (off the event loop); refuse the ingest if it fails."""
+        if self.keep is None:
+            return
+        try:
+            await asyncio.to_thread(self.keep, doc_id, request.text)
+        except (OSError, ValueError) as err:
+            raise rejected(
+                "ingest",
+                "text-not-kept",
+                f"The document's text could not be kept on disk ({err}); nothing was ingested. "
+                "Check the data partition's free space, then ingest it again.",
+                document=doc_id,
+            ) from err
 
     async def _stored(
         self, caller: Caller, attachment_id: str

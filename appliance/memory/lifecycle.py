@@ -12,15 +12,21 @@
 - :func:`purge` hard-deletes (``DETACH DELETE``) nodes soft-deleted longer ago than the grace
   period, in batches of :data:`PURGE_BATCH` nodes, each its own transaction. It is maintenance,
   not a caller's request: it takes an optional account instead of a :class:`Caller`.
+- :func:`forget_texts` then removes the kept text (:mod:`appliance.core.documents`) of every
+  document no longer in the graph, so a purged document leaves nothing on disk either. A text
+  younger than :data:`TEXT_GRACE_S` stays: its ingest may not have written the graph yet.
 """
 
 from __future__ import annotations
 
 import logging
+import os
 import time
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
+from appliance.core.documents import DOCUMENTS, TEXT_SUFFIX
 from appliance.core.identity import Caller
 from appliance.memory.errors import rejected
 from appliance.memory.graph import Graph
@@ -29,6 +35,7 @@ from appliance.memory.write import writable_labels
 log = logging.getLogger(__name__)
 
 PURGE_BATCH = 1000
+TEXT_GRACE_S = 3600.0
 # Deleting one of these takes the nodes below it along (HAS_SECTION, then HAS_CHUNK).
 CASCADES = frozenset({"KnowledgeDocument", "Section"})
 _DESCENDANTS = (
@@ -162,3 +169,33 @@ async def purge(graph: Graph, grace_days: float = 7, account_id: str | None = No
         (time.monotonic() - started) * 1000,
     )
     return deleted
+
+
+async def forget_texts(graph: Graph, account_id: str, account_dir: Path) -> int:
+    """Remove the kept texts of documents the graph no longer holds; return how many."""
+    folder = account_dir / DOCUMENTS
+    try:
+        names = [n for n in os.listdir(folder) if n.endswith(TEXT_SUFFIX)]
+    except FileNotFoundError:
+        return 0
+    rows, _ = await graph.run(
+        "MATCH (d:KnowledgeDocument {accountId: $account}) RETURN collect(d.id) AS ids",
+        {"account": account_id},
+    )
+    known = set(rows[0]["ids"]) if rows else set()
+    now = time.time()
+    removed = 0
+    for name in names:
+        path = folder / name
+        if name[: -len(TEXT_SUFFIX)] in known:
+            continue
+        try:
+            if now - path.lstat().st_mtime < TEXT_GRACE_S:
+                continue
+            path.unlink()
+        except FileNotFoundError:
+            continue
+        removed += 1
+    if removed:
+        log.info("[purge] op=forget-texts removed=%d account=%s", removed, account_id)
+    return removed

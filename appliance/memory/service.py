@@ -26,6 +26,7 @@ import numpy as np
 from appliance.core.accounts import Account, AccountError, owner_zone
 from appliance.core.clock import utc_now
 from appliance.core.config import Settings
+from appliance.core.documents import keep_text
 from appliance.core.identity import Caller, GuardError
 from appliance.core.systemd import Notifier
 from appliance.memory import audit, context, conversations, explore, lifecycle, reports
@@ -122,7 +123,13 @@ class Engine:
         self.schema_error: str | None = None
         self.searcher = Searcher(self.graph, self.embed_one, expander)
         self.writer = Writer(self.graph, self.embed_one, embedder.model_name)
-        self.ingester = Ingester(self.graph, self.embed_bulk, embedder.model_name)
+        self.account_dir = settings.accounts_dir / account.id
+        self.ingester = Ingester(
+            self.graph,
+            self.embed_bulk,
+            embedder.model_name,
+            keep=lambda doc_id, text: keep_text(self.account_dir, doc_id, text),
+        )
         self.scheduling = Scheduling(
             self.graph, self.embed_one, embedder.model_name, self.owner_zone, utc_now
         )
@@ -201,15 +208,14 @@ class Engine:
             raise WriteRejected("The caller's account is not this device's account.")
         return caller
 
-    async def search(self, call: api.SearchRequest) -> api.SearchResponse:
-        """Hybrid search for a caller."""
-        caller = self.caller(call).narrow(call.scopes)
+    def search_request(self, call: api.SearchRequest, caller: Caller) -> SearchRequest:
+        """A search call with every knob it leaves unset taken from the settings."""
         s = self.settings
 
         def given(value: _T | None, default: _T) -> _T:
             return default if value is None else value
 
-        request = SearchRequest(
+        return SearchRequest(
             query=call.query,
             labels=call.labels,
             limit=min(call.limit or s.search_limit, 100),
@@ -227,7 +233,11 @@ class Engine:
             dedup=given(call.dedup, s.search_dedup),
             subscriptions=caller.subscriptions,
         )
-        result = await self.searcher.search(caller, request)
+
+    async def search(self, call: api.SearchRequest) -> api.SearchResponse:
+        """Hybrid search for a caller."""
+        caller = self.caller(call).narrow(call.scopes)
+        result = await self.searcher.search(caller, self.search_request(call, caller))
         return api.SearchResponse(
             results=render_structured(result.results),
             counts=result.counts,
@@ -375,6 +385,7 @@ class Engine:
             text=call.text,
             agent_slug=call.agent_slug,
             scope=call.scope,
+            key=call.key,
         )
 
     async def conversation_search(self, call: api.ConversationSearchRequest) -> dict[str, Any]:
@@ -460,13 +471,23 @@ class Engine:
         )
 
     async def graph_sample(self, call: api.GraphSampleRequest) -> dict[str, Any]:
-        """A guarded sample of the graph for the Graph page."""
+        """A guarded sample of the graph for the Graph page; a text narrows it to what search
+        finds for that text (the Data page's search: the settings' knobs, no expansion)."""
+        caller = self.caller(call).narrow(call.scopes)
+
+        async def matches(text: str, labels: list[str] | None, limit: int) -> list[str]:
+            asked = api.SearchRequest(query=text, labels=labels, limit=limit, expand_hops=0)
+            found = await self.searcher.search(caller, self.search_request(asked, caller))
+            return [hit.node_id for hit in found.results]
+
         return await explore.sample(
             self.graph,
-            self.caller(call).narrow(call.scopes),
+            caller,
             labels=call.labels,
             q=call.q,
             limit=call.limit or explore.DEFAULT_SAMPLE,
+            internal_records=call.internal,
+            matches=matches,
         )
 
     async def graph_node(self, call: api.GraphNodeRequest) -> dict[str, Any]:
@@ -620,6 +641,7 @@ class Engine:
                 await lifecycle.purge(
                     self.graph, self.settings.purge_grace_days, account_id=self.account.id
                 )
+                await lifecycle.forget_texts(self.graph, self.account.id, self.account_dir)
             except GraphError as err:
                 log.warning("[purge] op=run warn=failed error=%s", err)
             await asyncio.sleep(PURGE_INTERVAL)

@@ -281,16 +281,20 @@ class ConversationRecordRequest(Called):
     text: str
     agent_slug: str | None = None
     scope: str | None = scope_field()
+    key: str | None = Field(
+        default=None, description="Where the message comes from (a transcript line's id): once."
+    )
 
 
 class ConversationRecordResponse(Response):
-    """Where the message went."""
+    """Where the message went; ``created`` is false when its key was recorded before."""
 
     conversation_id: str
     message_id: str
     order: int
     embedded: bool
     warnings: list[str]
+    created: bool = True
 
 
 class ConversationSearchRequest(Called):
@@ -316,7 +320,7 @@ class ConversationMessagesRequest(Called):
 
 
 class ConversationMessagesResponse(Response):
-    """Oldest first: ``{id, role, text, createdAt, order}`` each."""
+    """Oldest first: ``{id, role, text, createdAt, order, key}`` each."""
 
     session_id: str | None
     conversation_id: str | None
@@ -370,9 +374,10 @@ class GraphSampleRequest(Called):
     """A guarded sample of the graph."""
 
     labels: list[str] | None = None
-    q: str | None = None
+    q: str | None = Field(default=None, description="Only what search finds for this text.")
     limit: int | None = None
     scopes: list[str] | None = scopes_field()
+    internal: bool = Field(default=False, description="Include tool calls and audit tasks.")
 
 
 class GraphSampleResponse(Response):

@@ -1,7 +1,8 @@
 """The session manager: spawns, stops, deletes and feeds input to sessions; keeps them honest.
 
 It also runs the scheduling plugin's due loop (:mod:`appliance.sessions.scheduler`): what is due
-starts an admin turn.
+starts an admin turn; and the conversation recorder (:mod:`appliance.sessions.recorder`): what is
+said in admin sessions is kept in the graph.
 
 :class:`SessionManager` owns the PTY handles (by session id), the caps and the registry. Every
 end path of a process — natural exit, crash, operator stop, eviction, idle reap,
@@ -35,6 +36,7 @@ from appliance.sessions.errors import (
 from appliance.sessions.layout import Layout
 from appliance.sessions.login import ClaudeLogin
 from appliance.sessions.pty import PtyHandle
+from appliance.sessions.recorder import Recorder
 from appliance.sessions.registry import (
     PartialPidFile,
     PidInfo,
@@ -71,6 +73,10 @@ class SessionManager:
         self._ready: set[PtyHandle] = set()
         self.registry = Registry(self.layout, attached=lambda sid: sid in self.handles)
         self.registry.hooks.append(self._on_row)
+        self.recorder = Recorder(
+            settings.engine_socket, self.spawner.account_id, self.registry.transcript_path
+        )
+        self.registry.hooks.append(self.recorder.on_row)
         self._closing: set[str] = set()
         self.login = ClaudeLogin(
             lambda: find_claude(settings.claude_bin, self.spawner.base_env),
@@ -110,6 +116,7 @@ class SessionManager:
         """Stop every session this manager holds, reap them, and log the master audit."""
         self._stop.set()
         await self.login.close()
+        await self.recorder.close()
         handles = list(self._slots)
         await asyncio.gather(*(self._stop_handle(h, "shutdown") for h in handles))
         for task in self._loops[1:]:

@@ -7,6 +7,9 @@ by a slow flush is kept until its newline arrives.
 Titles come from the transcript's own title lines: ``custom-title`` (the operator's) wins over
 ``ai-title`` (the CLI's), which wins over the older ``summary`` lines. A turn has ended when the
 last conversation line is an assistant message whose ``stop_reason`` is terminal.
+
+:func:`said` tells who said what in one line (the owner's prompts and the assistant's text, for
+the conversation recorder); :class:`Lines` reads the complete lines appended since last time.
 """
 
 from __future__ import annotations
@@ -18,6 +21,71 @@ from pathlib import Path
 from typing import Any
 
 TERMINAL_STOP_REASONS = frozenset({"end_turn", "stop_sequence", "max_tokens", "refusal"})
+
+
+# Text the CLI puts in user lines that the owner did not write: slash-command bookkeeping and
+# reminders it adds for the model.
+_NOT_SAID = ("<command-", "<local-command-", "<system-reminder>", "Caveat: The messages below")
+
+
+def _texts(content: Any) -> str:
+    """The text blocks of a message's content (a plain string is one block)."""
+    if isinstance(content, str):
+        blocks = [content]
+    elif isinstance(content, list):
+        blocks = [
+            b["text"]
+            for b in content
+            if isinstance(b, dict) and b.get("type") == "text" and isinstance(b.get("text"), str)
+        ]
+    else:
+        blocks = []
+    kept = [b.strip() for b in blocks if b.strip() and not b.lstrip().startswith(_NOT_SAID)]
+    return "\n\n".join(kept)
+
+
+def said(entry: dict[str, Any]) -> tuple[str, str] | None:
+    """``(role, text)`` of a line a person or the assistant said, else None.
+
+    A user line counts when a person typed or sent it (not a tool result, a meta line, a
+    subagent's line or command bookkeeping); an assistant line when it has text and is not an
+    API error or a synthetic message the CLI made up.
+    """
+    kind = entry.get("type")
+    message = entry.get("message")
+    if kind not in ("user", "assistant") or not isinstance(message, dict):
+        return None
+    if entry.get("isSidechain") or entry.get("isMeta") or entry.get("isApiErrorMessage"):
+        return None
+    if kind == "assistant" and message.get("model") == "<synthetic>":
+        return None
+    if kind == "user" and not _is_prompt(entry):
+        return None
+    text = _texts(message.get("content"))
+    return (kind, text) if text else None
+
+
+@dataclass
+class Lines:
+    """The complete lines appended to a file since the last read (a partial one waits)."""
+
+    offset: int = 0
+    inode: int | None = None
+
+    def read(self, path: Path) -> list[bytes]:
+        """New complete lines; starts over when the file was replaced or truncated."""
+        try:
+            with path.open("rb") as handle:
+                stat = os.fstat(handle.fileno())
+                if stat.st_ino != self.inode or stat.st_size < self.offset:
+                    self.offset, self.inode = 0, stat.st_ino
+                handle.seek(self.offset)
+                data = handle.read(stat.st_size - self.offset)
+        except FileNotFoundError:
+            return []
+        end = data.rfind(b"\n") + 1
+        self.offset += end
+        return [line for line in data[:end].split(b"\n") if line.strip()]
 
 
 def _is_prompt(entry: dict[str, Any]) -> bool:

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from appliance.core.identity import Caller
-from appliance.memory.conversations import conversation_search, record_message
+from appliance.memory.conversations import conversation_search, record_message, session_messages
 from appliance.memory.errors import ModelLoadFailed, WriteRejected
 from appliance.memory.search import SearchRequest
 from tests.memory.conftest import Memory
@@ -219,3 +219,19 @@ async def test_memory_search_never_shows_a_visitor_another_visitors_words(memory
     assert any("Message" in hit.labels for hit in owner.results)
     assert [hit["text"] for hit in await search(memory, "kitchen tap", visitor)] == [PLUMBER]
     assert PLUMBER not in {hit["text"] for hit in await search(memory, "kitchen tap", other)}
+
+
+async def test_a_keyed_message_is_recorded_once(memory: Memory) -> None:
+    first = await say(memory, "s-keyed", PLUMBER, key="line-1", scope="admin")
+    again = await say(memory, "s-keyed", PLUMBER, key="line-1", scope="admin")
+    second = await say(memory, "s-keyed", "On it.", role="assistant", key="line-2")
+    assert first["created"] and not again["created"] and second["created"]
+    assert again["messageId"] == first["messageId"] and again["order"] == 0
+    assert second["order"] == 1
+    read = await session_messages(memory.graph, memory.caller, "s-keyed")
+    assert [(m["key"], m["order"]) for m in read["messages"]] == [("line-1", 0), ("line-2", 1)]
+    # The same key in another session is another message; an empty key is refused.
+    other = await say(memory, "s-other", PLUMBER, key="line-1b")
+    assert other["created"]
+    with pytest.raises(WriteRejected, match="key must be 1 to 200"):
+        await say(memory, "s-keyed", "x", key=" ")

@@ -9,16 +9,18 @@ import pytest
 from appliance.core.identity import Caller
 from appliance.memory import explore
 from appliance.memory.lifecycle import soft_delete
+from appliance.memory.search import SearchRequest
 from appliance.memory.write import Edge, WriteRequest
 from tests.memory.conftest import Memory
 
 pytestmark = pytest.mark.anyio
 
 
-async def note(memory: Memory, name: str, caller: Caller | None = None, **extra: Any) -> str:
-    done = await memory.writer.write(
-        caller or memory.caller, WriteRequest("Note", {"name": name}, **extra)
-    )
+async def note(
+    memory: Memory, name: str, caller: Caller | None = None, text: str = "", **extra: Any
+) -> str:
+    props = {"name": name, **({"text": text} if text else {})}
+    done = await memory.writer.write(caller or memory.caller, WriteRequest("Note", props, **extra))
     return str(done["id"])
 
 
@@ -32,6 +34,17 @@ async def person(memory: Memory, name: str, links: list[str] = ()) -> str:  # ty
 
 def ids(rows: list[dict[str, Any]]) -> set[str]:
     return {r["id"] for r in rows}
+
+
+def searching(memory: Memory, caller: Caller | None = None) -> explore.Matches:
+    """The engine's narrowing: what search finds for the text, as the Data page asks it."""
+
+    async def matches(text: str, labels: list[str] | None, limit: int) -> list[str]:
+        request = SearchRequest(query=text, labels=labels, limit=limit, expand_hops=0)
+        found = await memory.searcher.search(caller or memory.caller, request)
+        return [hit.node_id for hit in found.results]
+
+    return matches
 
 
 async def test_sample_returns_nodes_edges_and_categories(memory: Memory) -> None:
@@ -54,19 +67,94 @@ async def test_sample_returns_nodes_edges_and_categories(memory: Memory) -> None
         assert set(node) == {"id", "labels", "title", "scope"}
 
 
-async def test_sample_filters_by_label_and_text(memory: Memory) -> None:
-    boiler = await note(memory, "Boiler service in March")
+async def test_sample_filters_by_label_and_narrows_to_what_search_finds(memory: Memory) -> None:
+    await note(memory, "Boiler service in March")
     await note(memory, "Roof tiles")
+    # Found by its text alone: a name-only narrowing never saw it.
+    valve = await note(memory, "Maintenance", text="The relief valve on the boiler drips.")
     anna = await person(memory, "Anna Boilerplate")
+    matches = searching(memory)
 
     only_people = await explore.sample(memory.graph, memory.caller, labels=["Person"])
     assert ids(only_people["nodes"]) == {anna}
-    narrowed = await explore.sample(memory.graph, memory.caller, q="  BOILER ")
-    assert ids(narrowed["nodes"]) == {boiler, anna}
-    both = await explore.sample(memory.graph, memory.caller, labels=["Note"], q="boiler")
-    assert ids(both["nodes"]) == {boiler}
-    by_id = await explore.sample(memory.graph, memory.caller, q=boiler)
-    assert ids(by_id["nodes"]) == {boiler}
+    narrowed = await explore.sample(
+        memory.graph, memory.caller, q="  relief VALVE ", matches=matches
+    )
+    searched = await matches("relief VALVE", None, explore.MAX_MATCHES)
+    assert ids(narrowed["nodes"]) == set(searched)
+    assert valve in ids(narrowed["nodes"])
+    notes = await explore.sample(
+        memory.graph, memory.caller, labels=["Note"], q="relief valve", matches=matches
+    )
+    assert valve in ids(notes["nodes"]) and anna not in ids(notes["nodes"])
+    assert {label for n in notes["nodes"] for label in n["labels"]} == {"Note"}
+    by_id = await explore.sample(memory.graph, memory.caller, q=valve, matches=matches)
+    assert valve in ids(by_id["nodes"])
+    with pytest.raises(ValueError, match="needs the engine's search"):
+        await explore.sample(memory.graph, memory.caller, q="valve")
+
+
+async def test_sample_leaves_out_internal_records_unless_asked(memory: Memory) -> None:
+    kept = await note(memory, "Dentist on Friday")
+    await memory.graph.run(
+        "CREATE (:ToolCall {id: $a + '-call', accountId: $a, tool: 'memory-write'}), "
+        "(:Task {id: $a + '-audit', accountId: $a, name: 'memory-write Note', source: 'audit'}), "
+        "(:Task {id: $a + '-real', accountId: $a, name: 'Book the dentist'})",
+        {"a": memory.caller.account_id},
+    )
+    plain = await explore.sample(memory.graph, memory.caller)
+    assert ids(plain["nodes"]) == {kept, f"{memory.caller.account_id}-real"}
+    assert {c["label"] for c in plain["categories"]} == {"Note", "Task"}
+    everything = await explore.sample(memory.graph, memory.caller, internal_records=True)
+    assert len(everything["nodes"]) == 4
+    titles = {n["title"] for n in everything["nodes"]}
+    assert "Tool call: memory-write" in titles
+
+
+@pytest.mark.parametrize(
+    ("labels", "props", "title"),
+    [
+        (
+            ["Chunk"],
+            {"path": ["Boiler manual", "Safety"], "content": "Never..."},
+            "Boiler manual \u203a Safety",
+        ),
+        (
+            ["Chunk"],
+            {"documentId": "d-1", "sectionId": "s-1", "content": "x"},
+            "Part of a document",
+        ),
+        (
+            ["Section"],
+            {"path": ["Manual", "Setup", "Wiring"], "title": "Wiring"},
+            "Manual \u203a Setup \u203a Wiring",
+        ),
+        (
+            ["Message"],
+            {"role": "user", "body": "Remind me  about\nthe boiler", "scope": "admin"},
+            "You: Remind me about the boiler",
+        ),
+        (
+            ["Message"],
+            {"role": "user", "body": "Do you deliver?", "scope": "public"},
+            "Visitor: Do you deliver?",
+        ),
+        (["Message"], {"role": "assistant", "body": "Yes."}, "Assistant: Yes."),
+        (["Person"], {"givenName": "Anna", "familyName": "Smith"}, "Anna Smith"),
+        (["ToolCall"], {"tool": "memory-write", "sessionId": "abc"}, "Tool call: memory-write"),
+        (
+            ["Conversation"],
+            {"sessionId": "s", "agentSlug": "anna", "startedAt": "2026-03-01T10:00:00Z"},
+            "Conversation with anna, 2026-03-01",
+        ),
+        (["Note"], {"id": "n-1", "documentId": "d", "text": "Buy bulbs"}, "Buy bulbs"),
+        (["Note"], {"id": "n-1", "attachmentId": "file:/x"}, "Note"),
+    ],
+)
+def test_display_title_is_for_a_person_never_an_id(
+    labels: list[str], props: dict[str, Any], title: str
+) -> None:
+    assert explore.display_title(props, labels) == title
 
 
 async def test_sample_limit_is_between_1_and_2000_and_reports_truncation(memory: Memory) -> None:
@@ -150,7 +238,9 @@ async def test_nothing_outside_the_guards_ever_appears(memory: Memory) -> None:
         (memory.other(scopes=("public",), agent="bob"), {tagged}),
     ]
     for caller, visible in cases:
-        found = await explore.sample(memory.graph, caller, q="garden", limit=2000)
+        found = await explore.sample(
+            memory.graph, caller, q="garden", limit=2000, matches=searching(memory, caller)
+        )
         assert ids(found["nodes"]) == visible, caller
         for edge in found["edges"]:
             assert {edge["source"], edge["target"]} <= visible

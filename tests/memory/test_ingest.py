@@ -369,3 +369,48 @@ async def test_a_text_that_fails_alone_costs_only_its_own_vector(memory: Memory)
     nodes = await hierarchy(memory, done["documentId"])
     missing = [n["props"] for n in nodes if "embedding" not in n["props"]]
     assert len(missing) == 1 and KEY in str(missing[0])  # the chunk that holds the key
+
+
+async def test_chunks_carry_their_section_path(memory: Memory) -> None:
+    done = await ingest(memory)
+    nodes = await hierarchy(memory, done["documentId"])
+    paths = {tuple(n["props"]["path"]) for n in nodes if n["label"] == "Chunk"}
+    assert paths == {
+        (TITLE,),
+        (TITLE, "Watering"),
+        (TITLE, "Orchard"),
+        (TITLE, "Orchard", "Compost"),
+    }
+
+
+async def test_the_text_is_kept_before_the_graph_is_written(memory: Memory, tmp_path: Any) -> None:
+    from appliance.core.documents import keep_text, read_text
+
+    kept = Ingester(
+        memory.graph,
+        memory.embed_texts,
+        memory.writer.model_name,
+        keep=lambda doc_id, text: keep_text(tmp_path, doc_id, text),
+    )
+    request = IngestRequest(title=TITLE, text=document(), attachment_id="att-kept")
+    done = await kept.ingest(memory.caller, request)
+    assert read_text(tmp_path, done["documentId"]) == document()
+    assert (tmp_path / "documents").stat().st_mode & 0o777 == 0o700
+    edited = document(key="The spare key now hides in the shed.")
+    again = await kept.ingest(memory.caller, IngestRequest(TITLE, edited, "att-kept"))
+    assert read_text(tmp_path, done["documentId"]) == edited
+    assert again["reused"] > 0
+
+    # A text that cannot be kept refuses the ingest, and the graph keeps what it had.
+    def full(doc_id: str, text: str) -> None:
+        raise OSError(28, "No space left on device")
+
+    refused = Ingester(memory.graph, memory.embed_texts, memory.writer.model_name, keep=full)
+    with pytest.raises(WriteRejected, match="could not be kept on disk"):
+        await refused.ingest(memory.caller, IngestRequest(TITLE, "Something new", "att-kept"))
+    rows, _ = await memory.graph.run(
+        "MATCH (c:Chunk {documentId: $id}) RETURN count(c) AS n, "
+        "any(c IN collect(c.content) WHERE c CONTAINS 'Something new') AS changed",
+        {"id": done["documentId"]},
+    )
+    assert rows[0]["n"] > 0 and rows[0]["changed"] is False

@@ -21,7 +21,7 @@ from appliance.core.identity import Caller
 from appliance.memory.graph import Graph
 from appliance.rpc.client import RpcClient
 from appliance.rpc.protocol import RpcError
-from tests.sessions.conftest import Manager, wait_for_health
+from tests.sessions.conftest import Manager, restart, wait_for_health
 from tests.sessions.test_spawn import option
 from tests.support.processes import Neo4jServer, Process, maxy, runtime_dir, wait_until
 from tests.support.stacks import manager_env
@@ -189,3 +189,41 @@ def test_an_unreachable_engine_costs_one_warning_not_the_session(stack: Stack) -
         assert log.read_text().count(WARNING) == before + 1  # public spawns never ask
     finally:
         stack.manager.stop_all()
+
+
+def test_the_owners_turns_are_kept_as_a_conversation_and_never_twice(stack: Stack) -> None:
+    """What the owner says in an admin session is found by conversation search; a manager
+    restart reads the transcript again and records nothing twice."""
+    first = "Remind me that the piano tuner comes on Thursday morning."
+    row = stack.manager.spawn(first)
+    session_id = row["id"]
+
+    def said() -> list[tuple[str, str]]:
+        answer = stack.rpc("conversation.messages", {"sessionId": session_id, "limit": 50})
+        return [(m["role"], m["text"]) for m in answer["messages"]]
+
+    wait_until(lambda: len(said()) == 2, 60, f"two messages; have {said()}")
+    assert said() == [("user", first), ("assistant", f"Reply 1 to: {first}")]
+    found = stack.rpc("conversation.search", {"query": "when is the piano tuner coming"})
+    top = found["results"][0]
+    assert (top["text"], top["sessionId"], top["role"]) == (first, session_id, "user")
+    stack.manager.stop(session_id)
+    stack.manager.wait_row(session_id, lambda r: r["state"] == "archived", 30)
+
+    # A restarted manager reads every transcript again; the resumed session's new turn is
+    # recorded after what was kept, and nothing is kept twice.
+    stack.manager = restart(stack.manager)
+    second = "And the chimney sweep comes on Friday."
+    stack.manager.spawn(second, resume=session_id)
+    wait_until(lambda: len(said()) >= 4, 60, f"four messages; have {said()}")
+    assert said() == [
+        ("user", first),
+        ("assistant", f"Reply 1 to: {first}"),
+        ("user", second),
+        ("assistant", f"Reply 1 to: {second}"),
+    ]
+    keys = [
+        m["key"] for m in stack.rpc("conversation.messages", {"sessionId": session_id})["messages"]
+    ]
+    assert len(set(keys)) == 4 and all(keys)
+    stack.manager.stop_all()

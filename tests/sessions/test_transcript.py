@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from appliance.sessions.transcript import Transcript
+from appliance.sessions.transcript import Lines, Transcript, said
 
 
 def line(**entry: Any) -> bytes:
@@ -131,3 +131,78 @@ def test_read_follows_appends_and_starts_over_on_a_new_file(tmp_path: Path) -> N
     path.write_bytes(user("fresh"))  # replaced: a new inode is read from the start
     transcript.read(path)
     assert transcript.prompts == 1 and transcript.lines == 1
+
+
+@pytest.mark.parametrize(
+    ("entry", "expected"),
+    [
+        ({"type": "user", "message": {"role": "user", "content": "Hi"}}, ("user", "Hi")),
+        (
+            {
+                "type": "user",
+                "message": {"content": [{"type": "text", "text": "Look"}, {"type": "image"}]},
+            },
+            ("user", "Look"),
+        ),
+        ({"type": "user", "message": {"content": [{"type": "tool_result", "content": "x"}]}}, None),
+        ({"type": "user", "isMeta": True, "message": {"content": "Caveat"}}, None),
+        ({"type": "user", "isSidechain": True, "message": {"content": "sub"}}, None),
+        ({"type": "user", "message": {"content": "<command-name>/clear</command-name>"}}, None),
+        (
+            {
+                "type": "user",
+                "message": {
+                    "content": [
+                        {"type": "text", "text": "<system-reminder>be nice</system-reminder>"},
+                        {"type": "text", "text": "Plant bulbs"},
+                    ]
+                },
+            },
+            ("user", "Plant bulbs"),
+        ),
+        (
+            {
+                "type": "assistant",
+                "message": {
+                    "content": [
+                        {"type": "text", "text": "Done."},
+                        {"type": "tool_use", "name": "Read"},
+                    ]
+                },
+            },
+            ("assistant", "Done."),
+        ),
+        ({"type": "assistant", "message": {"content": [{"type": "tool_use", "name": "R"}]}}, None),
+        (
+            {
+                "type": "assistant",
+                "isApiErrorMessage": True,
+                "message": {"content": "Not logged in"},
+            },
+            None,
+        ),
+        (
+            {"type": "assistant", "message": {"model": "<synthetic>", "content": "No response"}},
+            None,
+        ),
+        ({"type": "summary", "summary": "A title"}, None),
+    ],
+)
+def test_said_keeps_what_a_person_or_the_assistant_said(
+    entry: dict[str, Any], expected: tuple[str, str] | None
+) -> None:
+    assert said(entry) == expected
+
+
+def test_lines_reads_complete_lines_once_and_starts_over_on_a_new_file(tmp_path: Path) -> None:
+    path = tmp_path / "t.jsonl"
+    lines = Lines()
+    path.write_bytes(b'{"a": 1}\n{"b": 2')
+    assert lines.read(path) == [b'{"a": 1}']
+    with path.open("ab") as handle:
+        handle.write(b"}\n")
+    assert lines.read(path) == [b'{"b": 2}']
+    assert lines.read(path) == []
+    path.unlink()
+    path.write_bytes(b'{"c": 3}\n')
+    assert lines.read(path) == [b'{"c": 3}']

@@ -6,10 +6,38 @@
   var PALETTE = ["#2f55d4", "#1c8a4a", "#c2410c", "#7c3aed", "#0e7490", "#b91c1c", "#a16207",
     "#be185d", "#4d7c0f", "#475569"];
   var MAX_FIT_ZOOM = 1.4;
-  // Bookkeeping properties go last in a node's details; what the owner wrote comes first.
-  var SYSTEM_KEYS = ["id", "createdAt", "updatedAt", "scope", "agents", "embeddingModel", "contentHash"];
   var FONT = 'system-ui, -apple-system, "Segoe UI", Roboto, sans-serif';
   var MISSING = "The graph library is missing. Run build/vendor.py (just bootstrap does it), then reload.";
+  // A node's details as labelled fields: what the owner wrote first, in an order that fits its
+  // kind; bookkeeping (ids, times, hashes) folded away under "Record details".
+  var LAYOUTS = {
+    Person: ["name", "givenName", "familyName", "email", "telephone", "jobTitle", "worksFor", "address", "birthDate", "description"],
+    Note: ["name", "text"],
+    KnowledgeDocument: ["title", "summary", "sectionCount", "chunkCount", "charCount"],
+    Section: ["path", "summary", "chunkCount"],
+    Chunk: ["path", "content"],
+    Message: ["role", "body", "createdAt"],
+    Conversation: ["agentSlug", "startedAt", "lastMessageAt", "messageCount"],
+    Task: ["name", "status", "description", "dueDate", "priority", "completedAt"],
+    ToolCall: ["tool", "isError", "ms", "input", "output"],
+    Event: ["name", "startDate", "endDate", "location", "description"],
+    Reminder: ["name", "dueDate", "description", "status"],
+    Report: ["title", "body", "sourceWorkflow", "keywords"]
+  };
+  var NAMES = {
+    name: "Name", title: "Title", text: "Text", body: "Text", content: "Text", summary: "Summary",
+    description: "About", email: "Email", telephone: "Phone", jobTitle: "Job", worksFor: "Works for",
+    birthDate: "Birthday", givenName: "First name", familyName: "Last name", path: "Where",
+    role: "Said by", createdAt: "When", agentSlug: "Agent", startedAt: "Started",
+    lastMessageAt: "Last message", messageCount: "Messages", sectionCount: "Sections",
+    chunkCount: "Chunks", charCount: "Characters", tool: "Tool", isError: "Failed", ms: "Took (ms)",
+    dueDate: "Due", startDate: "Starts", endDate: "Ends", sourceWorkflow: "Made by"
+  };
+  var SPEAKERS = { user: "You", assistant: "Assistant" };
+  var BOOKKEEPING = ["id", "createdAt", "updatedAt", "embeddingModel", "contentHash", "documentId",
+    "sectionId", "attachmentId", "sessionId", "sourceKey", "order", "index", "level", "source",
+    "minuteKey", "deletedAt"];
+  var ISO = /^\d{4}-\d\d-\d\dT\d\d:\d\d/;
 
   function colour(label) {
     var hash = 0;
@@ -39,22 +67,65 @@
     return text.length > 40 ? text.slice(0, 39) + "…" : text;
   }
 
-  function valueText(value) {
-    if (Array.isArray(value)) return value.map(valueText).join(", ");
+  function human(key) {
+    if (NAMES[key]) return NAMES[key];
+    var words = String(key).replace(/([a-z0-9])([A-Z])/g, "$1 $2").replace(/_/g, " ").toLowerCase();
+    return words.charAt(0).toUpperCase() + words.slice(1);
+  }
+
+  function valueText(key, value, props) {
+    if (key === "path" && Array.isArray(value)) return value.join(" › ");
+    if (key === "role") {
+      if (value === "user" && props.scope === "public") return "Visitor";
+      return SPEAKERS[value] || String(value);
+    }
+    if (Array.isArray(value)) return value.map(function (v) { return valueText("", v, props); }).join(", ");
+    if (typeof value === "boolean") return value ? "Yes" : "No";
     if (value !== null && typeof value === "object") return JSON.stringify(value);
+    if (typeof value === "string" && ISO.test(value)) {
+      var when = new Date(value);
+      if (!isNaN(when.getTime())) return when.toLocaleString();
+    }
     return String(value);
   }
 
-  function propsList(props) {
-    var list = el("dl", { className: "props" });
-    var keys = Object.keys(props || {});
-    var own = keys.filter(function (key) { return SYSTEM_KEYS.indexOf(key) < 0; });
-    var system = SYSTEM_KEYS.filter(function (key) { return keys.indexOf(key) >= 0; });
-    own.concat(system).forEach(function (key) {
-      list.appendChild(el("dt", { text: key }));
-      list.appendChild(el("dd", { text: valueText(props[key]) }));
+  // Who can see a node, in the owner's words.
+  function scopeText(props) {
+    if (props.scope === "public") {
+      var agents = (props.agents || []).join(", ");
+      return agents ? "Public, for " + agents : "Public (no agent shows it)";
+    }
+    return props.scope === "shared" ? "Shared" : "Only you";
+  }
+
+  function pairs(list, keys, props) {
+    keys.forEach(function (key) {
+      list.appendChild(el("dt", { text: human(key) }));
+      list.appendChild(el("dd", { "data-field": key, text: valueText(key, props[key], props) }));
     });
     return list;
+  }
+
+  // A node's properties as labelled fields: its kind's own first (the first of its labels with a
+  // layout decides), then the rest, who can see it, and (folded) the bookkeeping.
+  function fields(props, labels) {
+    props = props || {};
+    function present(key) { return props[key] !== undefined && props[key] !== null && props[key] !== ""; }
+    var layout = [];
+    (labels || []).some(function (label) { layout = LAYOUTS[label] || []; return layout.length > 0; });
+    var first = layout.filter(present);
+    var rest = Object.keys(props).filter(function (key) {
+      return present(key) && first.indexOf(key) < 0 && BOOKKEEPING.indexOf(key) < 0 &&
+        key !== "scope" && key !== "agents";
+    });
+    var list = pairs(el("dl", { className: "props fields", "data-testid": "fields" }), first.concat(rest), props);
+    list.appendChild(el("dt", { text: "Who can see it" }));
+    list.appendChild(el("dd", { "data-field": "scope", text: scopeText(props) }));
+    var kept = BOOKKEEPING.filter(present);
+    if (!kept.length) return list;
+    var more = el("details", { className: "record-details" }, [el("summary", { text: "Record details" }),
+      pairs(el("dl", { className: "props" }), kept, props)]);
+    return el("div", { className: "field-block" }, [list, more]);
   }
 
   var STYLE = [
@@ -129,7 +200,8 @@
     return cy;
   }
 
-  window.maxyGraph = { colour: colour, el: el, badges: badges, propsList: propsList, draw: draw };
+  window.maxyGraph = { colour: colour, el: el, badges: badges, fields: fields, scopeText: scopeText,
+    draw: draw };
 
   // ── The Graph page ─────────────────────────────────────────────────────────────────────
   var canvas = document.getElementById("graph-canvas");
@@ -141,7 +213,11 @@
   var stats = document.getElementById("graph-stats");
   var errorBox = document.getElementById("graph-error");
   var detail = document.getElementById("graph-detail");
+  var internal = document.getElementById("graph-internal");
   var selected = {};
+  (canvas.getAttribute("data-labels") || "").split(",").forEach(function (label) {
+    if (label) selected[label] = true;
+  });
   var cy = null;
   var timer = null;
   var generation = 0;
@@ -184,6 +260,7 @@
     var params = new URLSearchParams({ limit: slider.value });
     if (query.value.trim()) params.set("q", query.value.trim());
     if (chosenLabels().length) params.set("labels", chosenLabels().join(","));
+    if (internal && internal.checked) params.set("internal", "1");
     stats.textContent = "Loading…";
     window.maxyApi("/api/admin/graph?" + params.toString()).then(function (data) {
       if (mine !== generation) return;
@@ -198,7 +275,8 @@
       window.maxyGraph.active = cy;  // the drawn graph, for the console (and the browser tests)
       if (!data.nodes.length) {
         canvas.replaceChildren(el("div", { className: "empty-state small" }, [
-          el("p", { text: query.value.trim() || chosenLabels().length ? "Nothing matches. Clear the filters to see everything." :
+          el("p", { text: query.value.trim() ? "Search finds nothing for that. Try other words." :
+            chosenLabels().length ? (canvas.getAttribute("data-empty") || "Nothing matches. Clear the filters to see everything.") :
             "Your memory graph is empty. What you tell your agent will appear here." })
         ]));
       }
@@ -222,7 +300,7 @@
         el("div", { className: "result-head" }, [el("h2", { text: data.node.title })].concat(badges(data.node.labels), [close])),
         el("p", { className: "muted", text: data.degree + (data.degree === 1 ? " connection" : " connections") }),
         grow,
-        propsList(data.node.props)
+        fields(data.node.props, data.node.labels)
       );
     }).catch(function (err) {
       detail.replaceChildren(el("p", { className: "alert", text: err.message }));
@@ -251,6 +329,7 @@
     });
   }
 
+  if (internal) internal.addEventListener("change", load);
   slider.addEventListener("input", function () { output.textContent = slider.value; });
   slider.addEventListener("change", load);
   query.addEventListener("input", function () {

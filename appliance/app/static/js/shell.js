@@ -195,12 +195,19 @@
     });
   });
 
-  // The one way pages read the admin JSON API: through maxySession when it is loaded.
-  window.maxyApi = function (url) {
+  // The one way pages call the admin JSON API: through maxySession when it is loaded (it adds
+  // the CSRF header to changes). options: {method, body} — body is sent as JSON.
+  window.maxyApi = function (url, options) {
+    options = options || {};
     var session = window.maxySession;
+    var init = { method: options.method || "GET", headers: { Accept: "application/json" } };
+    if (options.body !== undefined) {
+      init.headers["Content-Type"] = "application/json";
+      init.body = JSON.stringify(options.body);
+    }
     var request = session && typeof session.fetch === "function"
-      ? session.fetch(url, { headers: { Accept: "application/json" } })
-      : window.fetch(url, { credentials: "same-origin", headers: { Accept: "application/json" } });
+      ? session.fetch(url, init)
+      : window.fetch(url, Object.assign({ credentials: "same-origin" }, init));
     return request.then(function (response) {
       return response.json().catch(function () { return {}; }).then(function (body) {
         if (!response.ok) {
