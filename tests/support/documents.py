@@ -55,7 +55,9 @@ def pdf(pages: Sequence[Sequence[Line]], title: str | None = None) -> bytes:
     xref = len(out)
     out += b"xref\n0 %d\n0000000000 65535 f \n" % (len(objects) + 1)
     out += b"".join(b"%010d 00000 n \n" % offset for offset in offsets)
-    trailer = b"/Size %d /Root 1 0 R" % (len(objects) + 1) + (b" /Info %d 0 R" % info if info else b"")
+    trailer = b"/Size %d /Root 1 0 R" % (len(objects) + 1) + (
+        b" /Info %d 0 R" % info if info else b""
+    )
     out += b"trailer\n<< %s >>\nstartxref\n%d\n%%%%EOF\n" % (trailer, xref)
     return bytes(out)
 
