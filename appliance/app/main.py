@@ -2,6 +2,7 @@
 
 auth     onboarding (set the PIN), login, logout, "New session", the session API
 pages    admin shell, Data and Graph pages, their JSON APIs, static assets
+knowledge uploads into memory, forget and restore, a document's versions and its file
 chat     /api/public/{slug}/messages: a visitor's conversation with an agent (SSE)
 public   public agent pages (/{slug}, / on public hostnames, /bot)
 sites    /sites/* static publish tree
@@ -26,6 +27,7 @@ from appliance.app import (
     agents_admin,
     auth,
     chat,
+    knowledge,
     pages,
     plugins_admin,
     public,
@@ -79,6 +81,7 @@ def create_app(settings: Settings | None = None) -> Starlette:
         *settings_page.routes(ctx),
         *agents_admin.routes(ctx),
         *plugins_admin.routes(ctx),
+        *knowledge.routes(ctx),
         *pages.routes(ctx),
         *chat.routes(ctx),
         *public.routes(ctx),

@@ -57,7 +57,7 @@ log = logging.getLogger(__name__)
 
 MAX_TEXT_CHARS = 2_000_000
 BATCH_ROWS = 500  # rows per UNWIND: bounds one statement's size (each row carries a vector)
-EMBED_BATCH = 64  # texts embedded between two progress reports
+EMBED_BATCH = 16  # texts embedded between two progress reports
 PATH_SEPARATOR = " > "
 # Document ids are a pure function of (account, attachmentId), so two racing first ingests of
 # one attachment MERGE onto the same node instead of creating two documents.

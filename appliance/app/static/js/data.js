@@ -49,7 +49,9 @@
       button.setAttribute("aria-current", "true");
       neighbourhood(result.id, result.labels[0]);
     });
-    return el("li", {}, [button]);
+    var li = el("li", {}, [button]);
+    if (window.maxyRowActions) window.maxyRowActions(li, result); // Forget, Versions (knowledge.js)
+    return li;
   }
 
   // A new query (fresh=true) rebuilds the type chips from its unfiltered results.
