@@ -141,7 +141,9 @@ def convert(data: bytes, name: str, progress: Progress | None = None) -> Convert
                 html_title(text) or title_from_name(name), to_markdown(text), kind
             )
         else:
-            converted = Converted(title_from_name(name), text.strip(), kind)
+            text = text.strip()
+            title = (_first_heading(text) if kind == "markdown" else "") or title_from_name(name)
+            converted = Converted(title, text, kind)
     if not converted.text.strip():
         raise refuse("no-text", f"{name!r} has no readable text.", name=name)
     return converted

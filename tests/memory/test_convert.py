@@ -37,7 +37,10 @@ def test_a_word_file_keeps_its_heading_styles() -> None:
 
 
 def test_html_becomes_markdown_with_its_title() -> None:
-    html = b"<html><head><title>Boiler</title><style>p{}</style></head><body><h2>Service</h2><p>In March.</p><script>x()</script></body></html>"
+    html = (
+        b"<html><head><title>Boiler</title><style>p{}</style></head><body><h2>Service</h2>"
+        b"<p>In March.</p><script>x()</script></body></html>"
+    )
     done = convert(html, "boiler.html")
     assert (done.title, done.text) == ("Boiler", "## Service\n\nIn March.")
 

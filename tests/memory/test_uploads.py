@@ -59,7 +59,9 @@ async def test_an_uploaded_pdf_is_kept_and_named_by_its_document(
     done = await upload(memory, tmp_path, data, "Garden Book.pdf")
     assert done["attachmentId"] == "upload:garden-book.pdf" and done["kind"] == "pdf"
     assert done["title"] == "The Garden Book" and done["version"] == 1 and done["chunks"]
-    stages = [e[0] for e in done["events"]]  # type: ignore[union-attr]
+    events = done["events"]
+    assert isinstance(events, list)
+    stages = [e[0] for e in events]
     assert stages[:2] == ["reading", "reading"] and stages[-1] == "embedding"
     rows, _ = await memory.graph.run(
         "MATCH (d:KnowledgeDocument {id: $id}) RETURN d.file AS file, d.fileName AS name, "

@@ -77,7 +77,7 @@ def book(page_count: int, title: str = "The Garden Book") -> bytes:
     return pdf(pages, title)
 
 
-def encrypted(data: bytes, password: str = "s3cret") -> bytes:
+def encrypted(data: bytes, password: str = "s3cret") -> bytes:  # noqa: S107 -- a test file's
     """The PDF ``data`` protected by a user password (AES-256)."""
     writer = PdfWriter(clone_from=PdfReader(io.BytesIO(data)))
     writer.encrypt(user_password=password, owner_password=password, algorithm="AES-256")
@@ -89,7 +89,8 @@ def encrypted(data: bytes, password: str = "s3cret") -> bytes:
 _CONTENT_TYPES = (
     '<?xml version="1.0" encoding="UTF-8" standalone="yes"?>'
     '<Types xmlns="http://schemas.openxmlformats.org/package/2006/content-types">'
-    '<Default Extension="rels" ContentType="application/vnd.openxmlformats-package.relationships+xml"/>'
+    '<Default Extension="rels" '
+    'ContentType="application/vnd.openxmlformats-package.relationships+xml"/>'
     '<Default Extension="xml" ContentType="application/xml"/>'
     '<Override PartName="/word/document.xml" ContentType="application/vnd.openxmlformats-'
     'officedocument.wordprocessingml.document.main+xml"/>'
