@@ -3,7 +3,7 @@
 //   as it is (the bar shows the bytes sent), then followed over SSE while the engine reads and
 //   embeds it; a refused file says why.
 // - window.maxyRowActions(li, result): the Data page's result rows get Forget (a soft delete with
-//   Undo) and, for a document, Versions.
+//   Undo) and, for a document or a part of one (result.documentId), Versions.
 // - the versions dialog: a document's versions, each one's changes, and Restore.
 // Plain ES5-style JS, no build step; uses window.maxyApi and window.maxySession (shell.js).
 (function () {
@@ -157,9 +157,9 @@
   window.maxyRowActions = function (li, result) {
     var label = result.labels[0];
     var actions = el("span", { className: "row-actions" });
-    if (result.labels.indexOf("KnowledgeDocument") >= 0) {
+    if (result.documentId) {
       var versions = el("button", { type: "button", className: "btn btn-ghost small", "data-testid": "row-versions", text: "Versions" });
-      versions.addEventListener("click", function () { openVersions(result.id, result.title); });
+      versions.addEventListener("click", function () { openVersions(result.documentId, result.title); });
       actions.appendChild(versions);
     }
     var forget = el("button", { type: "button", className: "btn btn-ghost small", "data-testid": "row-forget", text: "Forget" });
@@ -227,6 +227,7 @@
 
     function load() {
       return window.maxyApi("/api/admin/documents/" + encodeURIComponent(id) + "/versions").then(function (data) {
+        dialog.querySelector("h2").textContent = "Versions of “" + (data.title || title) + "”";
         status.textContent = data.versions.length + (data.versions.length === 1 ? " version" : " versions") +
           "; the newest is what " + document.querySelector('meta[name="maxy-brand"]').content + " remembers.";
         list.replaceChildren.apply(list, data.versions.map(function (v) {
