@@ -27,7 +27,7 @@ The thermostat schedule starts at six. The plumber's number is on the quokka mag
 # Water
 
 The stopcock is under the kitchen sink."""
-NODES = 1 + 3 + 3  # document, three sections, one chunk each
+NODES = 1 + 3 + 3 + 1  # document, three sections, one chunk each, its version
 
 
 async def ingest(memory: Memory, attachment: str = "att-house") -> str:
@@ -39,9 +39,9 @@ async def ingest(memory: Memory, attachment: str = "att-house") -> str:
 
 
 async def states(memory: Memory, doc_id: str) -> dict[str, Any]:
-    """id -> deletedAt of the document and everything under it."""
+    """id -> deletedAt of the document and everything under it (its version too)."""
     rows, _ = await memory.graph.run(
-        "MATCH (d:KnowledgeDocument {id: $id})-[:HAS_SECTION|HAS_CHUNK*0..2]->(n) "
+        "MATCH (d:KnowledgeDocument {id: $id})-[:HAS_SECTION|HAS_CHUNK|HAS_VERSION*0..2]->(n) "
         "RETURN DISTINCT n.id AS id, n.deletedAt AS deletedAt",
         {"id": doc_id},
     )
