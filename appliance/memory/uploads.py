@@ -227,6 +227,7 @@ async def ingest_file(
         limits.check_size(file_name, size)
         data = await asyncio.to_thread(path.read_bytes)
         converted = await _convert(data, file_name, progress)
+        read_seconds = time.monotonic() - started
         key = attachment_key(file_name)
         digest = sha256_hex(data)
         ext = PurePosixPath(file_name).suffix.lower()
@@ -277,6 +278,7 @@ async def ingest_file(
         "chars": len(converted.text),
         "fileName": request.file["fileName"] if request.file else file_name,
         "seconds": round(seconds, 3),
+        "readSeconds": round(read_seconds, 3),
     }
 
 

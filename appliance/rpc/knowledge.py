@@ -37,7 +37,7 @@ class IngestFileRequest(Called):
 
 
 class IngestFileResponse(IngestedResponse):
-    """What was ingested, from which file, how long it took."""
+    """What was ingested, from which file, how long it took (``readSeconds``: the conversion)."""
 
     attachment_id: str
     title: str
@@ -46,6 +46,7 @@ class IngestFileResponse(IngestedResponse):
     chars: int
     file_name: str
     seconds: float
+    read_seconds: float
 
 
 class DocumentRef(Called):

@@ -74,11 +74,14 @@ def test_a_50_page_pdf_uploads_with_progress_and_its_file_links_back(
     assert stages[0] == "receiving" and stages.count("reading") == 50 and "embedding" in stages
     done = events[-1].data
     assert (done["title"], done["kind"], done["version"]) == ("Fifty Beds", "pdf", 1)
-    assert done["sections"] >= 150 and done["chunks"] >= 150
+    assert done["sections"] >= 100 and done["chunks"] >= 100
+    size = len(data) / MB
     print(
-        f"\nupload throughput, 50-page PDF ({len(data) / MB:.2f} MB, {done['chars']:,} characters, "
-        f"{done['chunks']} passages): {seconds:.2f} s end to end = {len(data) / MB / seconds:.2f} "
-        f"MB/s, {done['chunks'] / seconds:.1f} passages/s (engine alone: {done['seconds']:.2f} s)"
+        f"\nupload throughput, 50-page PDF ({size:.3f} MB, {done['chars']:,} characters, "
+        f"{done['sections']} sections, {done['chunks']} chunks): end to end {seconds:.1f} s = "
+        f"{size / seconds:.4f} MB/s, {done['chunks'] / seconds:.2f} chunks/s; reading the PDF "
+        f"{done['readSeconds']:.2f} s = {size / done['readSeconds']:.2f} MB/s, "
+        f"{50 / done['readSeconds']:.0f} pages/s"
     )
     # The attachment links back: the document's file is the upload, byte for byte.
     file = admin.get(f"/api/admin/documents/{done['documentId']}/file")
@@ -86,7 +89,7 @@ def test_a_50_page_pdf_uploads_with_progress_and_its_file_links_back(
     assert file.headers["content-type"] == "application/pdf"
     assert 'filename="fifty-beds.pdf"' in file.headers["content-disposition"]
     found = admin.get("/api/admin/search", params={"q": "Chapter 17 bed of the garden"}).json()
-    assert any(r["labels"][0] in ("Chunk", "Section") for r in found["results"])
+    assert any(r["documentId"] == done["documentId"] for r in found["results"])
 
 
 def truncated() -> bytes:
@@ -161,7 +164,8 @@ def test_forget_and_undo(stack: Stack, admin: httpx.Client) -> None:
     note = stack.rpc("write", {"label": "Note", "properties": {"name": "Wombat gate code"}})["id"]
 
     def found() -> bool:
-        results = admin.get("/api/admin/search", params={"q": "wombat gate code"}).json()
+        query = {"q": "wombat gate code", "types": "Note"}
+        results = admin.get("/api/admin/search", params=query).json()
         return any(r["id"] == note for r in results["results"])
 
     assert found()
