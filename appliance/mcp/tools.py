@@ -115,7 +115,8 @@ MEMORY_TOOLS: tuple[Tool, ...] = (
         description=(
             "Ingest a Markdown or text document into memory as a document with sections and "
             "chunks, each embedded and keyword-indexed. Ingesting the same attachmentId again "
-            "replaces the earlier version and re-embeds only what changed."
+            "replaces the text (the earlier one is kept as a version: memory-versions) and "
+            "re-embeds only what changed."
         ),
         meta=ALWAYS_LOAD,
         forwarded=("title", "text", "attachmentId", "scope", "agents"),
