@@ -190,20 +190,20 @@ class NodeRef(Called):
 
 
 class DeleteResponse(Response):
-    """``changed`` is false when it was already deleted."""
+    """``changed``: how many nodes were deleted (a document's parts too); 0 when it already was."""
 
     id: str
     label: str
     deleted_at: Any
-    changed: bool
+    changed: int
 
 
 class RestoreResponse(Response):
-    """``changed`` is false when it was not deleted."""
+    """``changed``: how many nodes came back (a document's parts too); 0 when it was not deleted."""
 
     id: str
     label: str
-    changed: bool
+    changed: int
 
 
 # --- reports -----------------------------------------------------------------------------

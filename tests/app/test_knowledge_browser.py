@@ -99,9 +99,11 @@ def test_forget_with_undo_on_a_result_row(admin: Any, base_url: str) -> None:
     # The document's own row (its sections and chunks have rows of their own).
     document = admin.locator(".badge", has_text=re.compile("^KnowledgeDocument$"))
     row = admin.locator("#data-results li", has=document, has_text="angolin").first
+    row_id = row.locator("button.result").get_attribute("data-id")
+    row = admin.locator("#data-results li", has=admin.locator(f'button[data-id="{row_id}"]'))
     row.locator('[data-testid="row-forget"]').click()
-    row.locator('[data-testid="forgotten"]').wait_for(timeout=30_000)
-    assert "Forgotten" in row.inner_text()
+    row.locator('[data-testid="forgotten"], .alert').first.wait_for(timeout=30_000)
+    assert "Forgotten" in row.inner_text(), row.inner_html()
     search(admin, "pangolin compost heap")  # gone from search at once
     assert admin.locator("#data-results li", has_text="angolin").count() == 0
     # Forget again from a fresh search, then Undo brings it back.

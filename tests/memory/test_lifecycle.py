@@ -168,7 +168,7 @@ async def test_purge_respects_the_grace_period(
         assert await purge(memory.graph, grace_days=7, account_id=memory.caller.account_id) == (
             NODES
         )
-    assert "[purge] op=done deleted=7 grace_days=7" in caplog.text
+    assert f"[purge] op=done deleted={NODES} grace_days=7" in caplog.text
     assert await states(memory, old) == {}
     assert len(await states(memory, recent)) == NODES
     assert len(await states(memory, live)) == NODES
