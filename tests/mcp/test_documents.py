@@ -42,6 +42,16 @@ async def test_a_word_file_is_ingested_kept_and_versioned(engine: Env, tmp_path:
     assert back.structured_content["version"] == 3
     found = await call(params, "memory-search", {"query": "what grows by the south wall"})
     assert "Roses" in found.content[0].text
+    # Forget it (sections, chunks and versions along), then bring it back whole.
+    forgot = await call(params, "memory-delete", {"label": "KnowledgeDocument", "id": doc})
+    assert not forgot.is_error, forgot.content
+    assert forgot.structured_content["changed"] > 1
+    gone = await call(params, "memory-versions", {"id": doc})
+    assert gone.is_error and "not-found" in gone.content[0].text
+    back = await call(params, "memory-restore", {"label": "KnowledgeDocument", "id": doc})
+    assert back.structured_content["changed"] == forgot.structured_content["changed"]
+    listed = (await call(params, "memory-versions", {"id": doc})).structured_content
+    assert [v["number"] for v in listed["versions"]] == [3, 2, 1]
 
 
 async def test_a_refused_file_says_why_and_device_files_are_out_of_reach(
