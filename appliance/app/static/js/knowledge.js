@@ -41,6 +41,8 @@
     });
   }
 
+  function plural(count, word) { return count + " " + word + (count === 1 ? "" : "s"); }
+
   function megabytes(bytes) { return (bytes / (1024 * 1024)).toFixed(bytes < 10485760 ? 1 : 0) + " MB"; }
 
   // --- uploads -------------------------------------------------------------------------
@@ -90,8 +92,8 @@
         var data = JSON.parse(event.data);
         var versions = el("button", { type: "button", className: "btn btn-ghost small", text: "Versions" });
         versions.addEventListener("click", function () { openVersions(data.documentId, data.title); });
-        view.finish("done", "Added “" + data.title + "”: " + data.sections + " sections, " + data.chunks +
-          " passages (version " + data.version + ").", versions);
+        view.finish("done", "Added “" + data.title + "”: " + plural(data.sections, "section") + ", " +
+          plural(data.chunks, "passage") + " (version " + data.version + ").", versions);
         document.dispatchEvent(new CustomEvent("maxy:ingested", { detail: data }));
       });
       source.addEventListener("failed", function (event) {
@@ -261,8 +263,9 @@
       detail.replaceChildren(el("p", { className: "muted", text: "Loading version " + number + "…" }));
       window.maxyApi("/api/admin/documents/" + encodeURIComponent(id) + "/versions/" + number).then(function (data) {
         var heading = data.against ? "Changes from version " + data.against + " to " + number : "Version " + number + " (the first)";
-        detail.replaceChildren(el("h3", { text: heading }), diffView(data.diff),
-          data.truncated ? el("p", { className: "muted", text: "Cut short: the document is long." }) : null);
+        var parts = [el("h3", { text: heading }), diffView(data.diff)];
+        if (data.truncated) parts.push(el("p", { className: "muted", text: "Cut short: the document is long." }));
+        detail.replaceChildren.apply(detail, parts);
       }).catch(function (err) { detail.replaceChildren(el("p", { className: "alert", text: err.message })); });
     }
 
