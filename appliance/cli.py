@@ -7,7 +7,7 @@
     maxy engine                   retrieval engine (Neo4j pool + embedding model), RPC socket
     maxy mcp [--plugin NAME]      one plugin's tools over MCP/stdio, for claude sessions
     maxy mcp-helper … -- CMD      the parent of a session's plugin MCP server (logs its life)
-    maxy memory search|ingest     search or ingest through the engine
+    maxy memory search|ingest|delete|restore   search, ingest, forget, bring back
     maxy reindex                  embed nodes whose embedding is missing or stale
     maxy doctor                   check the environment and say what to fix
     maxy version                  version, git revision, build date

@@ -25,6 +25,8 @@ CREATE CONSTRAINT digital_document_id_unique IF NOT EXISTS FOR (n:DigitalDocumen
 CREATE CONSTRAINT knowledge_document_id_unique IF NOT EXISTS FOR (n:KnowledgeDocument) REQUIRE n.id IS UNIQUE;
 CREATE CONSTRAINT section_id_unique IF NOT EXISTS FOR (n:Section) REQUIRE n.id IS UNIQUE;
 CREATE CONSTRAINT chunk_id_unique IF NOT EXISTS FOR (n:Chunk) REQUIRE n.id IS UNIQUE;
+// A KnowledgeDocument's earlier texts (appliance/memory/versions.py): no embedding, not searched.
+CREATE CONSTRAINT document_version_id_unique IF NOT EXISTS FOR (n:DocumentVersion) REQUIRE n.id IS UNIQUE;
 CREATE CONSTRAINT conversation_id_unique IF NOT EXISTS FOR (n:Conversation) REQUIRE n.id IS UNIQUE;
 CREATE CONSTRAINT message_id_unique IF NOT EXISTS FOR (n:Message) REQUIRE n.id IS UNIQUE;
 CREATE CONSTRAINT event_id_unique IF NOT EXISTS FOR (n:Event) REQUIRE n.id IS UNIQUE;
@@ -89,6 +91,7 @@ CREATE INDEX digital_document_account IF NOT EXISTS FOR (n:DigitalDocument) ON (
 CREATE INDEX knowledge_document_account IF NOT EXISTS FOR (n:KnowledgeDocument) ON (n.accountId);
 CREATE INDEX section_account IF NOT EXISTS FOR (n:Section) ON (n.accountId);
 CREATE INDEX chunk_account IF NOT EXISTS FOR (n:Chunk) ON (n.accountId);
+CREATE INDEX document_version_account IF NOT EXISTS FOR (n:DocumentVersion) ON (n.accountId);
 CREATE INDEX conversation_account IF NOT EXISTS FOR (n:Conversation) ON (n.accountId);
 CREATE INDEX message_account IF NOT EXISTS FOR (n:Message) ON (n.accountId);
 CREATE INDEX event_account IF NOT EXISTS FOR (n:Event) ON (n.accountId);

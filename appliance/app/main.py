@@ -2,6 +2,7 @@
 
 auth     onboarding (set the PIN), login, logout, "New session", the session API
 pages    admin shell, Data and Graph pages, their JSON APIs, static assets
+knowledge uploads into memory, forget and restore, a document's versions and its file
 chat     /api/public/{slug}/messages: a visitor's conversation with an agent (SSE)
 public   public agent pages (/{slug}, / on public hostnames, /bot)
 sites    /sites/* static publish tree
@@ -30,6 +31,7 @@ from appliance.app import (
     auth,
     chat,
     data_admin,
+    knowledge,
     pages,
     plugins_admin,
     public,
@@ -85,6 +87,7 @@ def create_app(settings: Settings | None = None) -> Starlette:
         *plugins_admin.routes(ctx),
         *artefacts.routes(ctx),
         *data_admin.routes(ctx),
+        *knowledge.routes(ctx),
         *pages.routes(ctx),
         *chat.routes(ctx),
         *public.routes(ctx),

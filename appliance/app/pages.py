@@ -360,6 +360,9 @@ def routes(ctx: AppContext) -> list[BaseRoute]:
                     "score": hit.get("score"),
                     "breakdown": breakdown(trace),
                     "trace": trace,
+                    # The document a section or chunk belongs to (its row offers Versions).
+                    "documentId": props.get("documentId")
+                    or (hit["id"] if "KnowledgeDocument" in labels else None),
                 }
             )
             for label in labels:

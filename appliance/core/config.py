@@ -166,6 +166,17 @@ def _path(raw: str) -> Path:
         raise ValueError(f"{raw.split('/')[0]} names no user with a home directory") from err
 
 
+UPLOAD_TYPES = ("md", "markdown", "txt", "html", "htm", "pdf", "docx")  # what convert.py reads
+
+
+def _upload_types(raw: str) -> tuple[str, ...]:
+    types = tuple(dict.fromkeys(p.strip().lower().lstrip(".") for p in raw.split(",") if p.strip()))
+    unknown = [t for t in types if t not in UPLOAD_TYPES]
+    if not types or unknown:
+        raise ValueError("a comma-separated list of " + ", ".join(UPLOAD_TYPES))
+    return types
+
+
 def _names(raw: str) -> tuple[str, ...]:
     """A comma-separated list: host names, addresses or networks (empty: none)."""
     return tuple(part.strip().lower() for part in raw.split(",") if part.strip())
@@ -292,6 +303,18 @@ SETTINGS: tuple[Setting, ...] = (
         7,
         "Days a soft-deleted node is kept before the purge job deletes it.",
         _positive_int,
+    ),
+    Setting(
+        "upload_max_mb",
+        50,
+        "Largest file (MB) an upload or memory-ingest-file takes.",
+        _positive_int,
+    ),
+    Setting(
+        "upload_types",
+        UPLOAD_TYPES,
+        "File extensions an upload may have (comma-separated, of these).",
+        _upload_types,
     ),
     Setting(
         "search_limit",
@@ -478,6 +501,8 @@ class Settings:
     search_expansion: bool
     search_dedup: bool
     purge_grace_days: int
+    upload_max_mb: int
+    upload_types: tuple[str, ...]
     search_limit: int
     claude_bin: str
     claude_model: str
@@ -694,6 +719,8 @@ def settings_table() -> str:
             default = "(none)"
         elif setting.name == "cache_dir":
             default = "`~/.cache/maxy`"  # not the expanded home of whoever renders the table
+        elif isinstance(setting.default, tuple):
+            default = f"`{','.join(setting.default)}`"  # as it is written in the environment
         else:
             default = f"`{setting.default}`"
         rows.append(f"| `{setting.env}` | {default} | {setting.help} |")

@@ -15,7 +15,7 @@ lists the same names (a test holds the two equal).
 
 from __future__ import annotations
 
-from appliance.mcp import admin, scheduling, web
+from appliance.mcp import admin, documents, scheduling, web
 from appliance.mcp.tool import (
     ALWAYS_LOAD,
     LARGE_RESULT,
@@ -115,7 +115,8 @@ MEMORY_TOOLS: tuple[Tool, ...] = (
         description=(
             "Ingest a Markdown or text document into memory as a document with sections and "
             "chunks, each embedded and keyword-indexed. Ingesting the same attachmentId again "
-            "replaces the earlier version and re-embeds only what changed."
+            "replaces the text (the earlier one is kept as a version: memory-versions) and "
+            "re-embeds only what changed."
         ),
         meta=ALWAYS_LOAD,
         forwarded=("title", "text", "attachmentId", "scope", "agents"),
@@ -146,6 +147,37 @@ MEMORY_TOOLS: tuple[Tool, ...] = (
         method=api.RESTORE,
         description="Undo a soft delete (memory-delete) within its grace period.",
         forwarded=("label", "id"),
+    ),
+    *documents.TOOLS,
+    Tool(
+        name="memory-versions",
+        method=api.DOCUMENT_VERSIONS,
+        description=(
+            "List a document's versions, newest first: every ingest or upload that changed it "
+            "kept the text before (number, when, source, file name, size)."
+        ),
+        forwarded=("id",),
+    ),
+    Tool(
+        name="memory-version",
+        method=api.DOCUMENT_VERSION,
+        description=(
+            "Read one version of a document: its text and a unified diff from the version "
+            "before it (or from `against`)."
+        ),
+        meta=LARGE_RESULT,
+        forwarded=("id", "number", "against", "maxChars"),
+    ),
+    Tool(
+        name="memory-version-restore",
+        method=api.RESTORE_VERSION,
+        description=(
+            "Make an earlier version the document's text again; the restore is itself a new "
+            "version, so nothing is lost. Only when the owner asks for it."
+        ),
+        forwarded=("id", "number"),
+        produces="documentId",
+        produces_label="KnowledgeDocument",
     ),
 )
 

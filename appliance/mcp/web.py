@@ -1,7 +1,7 @@
 """The ``web`` plugin's tools: read a page (``url-get``) or render it in Chromium.
 
-Both turn the page's HTML into Markdown (markdownify over BeautifulSoup's built-in parser: pure
-Python, no compiled parts), keep a verbatim copy as an account reference file,
+Both turn the page's HTML into Markdown (:func:`appliance.memory.convert.to_markdown`, the one an
+uploaded HTML file goes through too), keep a verbatim copy as an account reference file,
 ``<data_dir>/accounts/<account>/references/<slug>.md``, and return the text cut to
 :data:`RETURN_CAP` characters, saying how long it was. Only http and https addresses are read.
 """
@@ -17,12 +17,11 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import httpx
-from bs4 import BeautifulSoup
-from markdownify import markdownify
 
 from appliance.core import proc
 from appliance.core.fsio import write_atomic
 from appliance.mcp.tool import Tool, ToolContext, ToolError
+from appliance.memory.convert import html_title, to_markdown
 
 FETCH_TIMEOUT = 20.0
 RENDER_TIMEOUT = 45.0
@@ -30,7 +29,6 @@ MAX_BYTES = 5 * 1024 * 1024
 MAX_REDIRECTS = 5
 RETURN_CAP = 40_000
 _HTML_TYPES = ("text/html", "application/xhtml+xml")
-_DROP = ("script", "style", "noscript", "template", "svg", "iframe", "head")
 _SLUG_PART = re.compile(r"[^a-z0-9]+")
 
 
@@ -54,27 +52,13 @@ def slug(url: str) -> str:
     return f"{words[:80].rstrip('-') or 'page'}-{digest}"
 
 
-def to_markdown(html: str) -> str:
-    """The readable text of an HTML page as Markdown (scripts, styles and the head dropped)."""
-    soup = BeautifulSoup(html, "html.parser")
-    for tag in soup(list(_DROP)):
-        tag.decompose()
-    text = markdownify(str(soup), heading_style="ATX", strip=["img"])
-    return re.sub(r"\n{3,}", "\n\n", text).strip()
-
-
-def _title(html: str) -> str:
-    found = BeautifulSoup(html, "html.parser").title
-    return found.get_text(strip=True) if found else ""
-
-
 def _keep(context: ToolContext, url: str, html: str, how: str) -> dict[str, Any]:
     """Store the Markdown copy of the page and build the tool's answer."""
     text = to_markdown(html)
     if not text:
         hint = " (try browser-render: the page may need JavaScript)" if how == "url-get" else ""
         raise ToolError(f"{url} has no readable text{hint}")
-    title = _title(html)
+    title = html_title(html)
     folder = context.settings.accounts_dir / context.caller.account_id / "references"
     path = folder / f"{slug(url)}.md"
     folder.mkdir(parents=True, exist_ok=True)

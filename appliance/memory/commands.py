@@ -1,4 +1,5 @@
-"""The memory CLI: ``maxy memory search|ingest`` and ``maxy reindex``, through the engine's RPC.
+"""The memory CLI: ``maxy memory search|ingest|delete|restore`` and ``maxy reindex``, through the
+engine's RPC.
 
 These run as the owner (every scope) of ``MAXY_ACCOUNT_ID``: the same calls the admin agent's
 MCP tools make, for a person at a terminal.
@@ -15,8 +16,11 @@ from typing import Any
 
 from appliance.core.config import Settings
 from appliance.core.identity import Caller
+from appliance.memory import uploads
+from appliance.memory.convert import TEXT_KINDS, ConversionRefused, kind_of
 from appliance.memory.text import search_text
 from appliance.rpc.client import RpcClient
+from appliance.rpc.protocol import RemoteError
 
 LONG_CALL_TIMEOUT = 120.0
 
@@ -71,8 +75,12 @@ def search(settings: Settings, args: argparse.Namespace) -> int:
 
 
 def ingest(settings: Settings, args: argparse.Namespace) -> int:
-    """``maxy memory ingest FILE``."""
+    """``maxy memory ingest FILE``: Markdown and text as they are; HTML, PDF and Word files
+    converted and kept as an upload (``document.ingest-file``)."""
     path = Path(args.file)
+    kind = kind_of(path.name)
+    if kind is not None and kind not in TEXT_KINDS.values():
+        return _ingest_file(settings, args, path)
     text = path.read_text(encoding="utf-8", errors="replace")
     params: dict[str, Any] = {
         "title": args.title or path.stem,
@@ -84,6 +92,54 @@ def ingest(settings: Settings, args: argparse.Namespace) -> int:
         params["scope"] = args.scope
     result = _call(settings, "ingest", params)
     print(json.dumps(result, indent=2))
+    return 0
+
+
+def _ingest_file(settings: Settings, args: argparse.Namespace, path: Path) -> int:
+    account = settings.require_account_id()
+    limits = uploads.Limits(settings.upload_max_mb * 1024 * 1024, settings.upload_types)
+    staged = uploads.new_staged(settings.accounts_dir, account)
+    try:
+        limits.check_name(path.name)
+        uploads.stage_copy(path, staged, limits, path.name)
+        params: dict[str, Any] = {"staged": staged.name, "fileName": path.name}
+        if args.title:
+            params["title"] = args.title
+        if args.scope:
+            params["scope"] = args.scope
+        result = _call(settings, "document.ingest-file", params, on_progress=_bar)
+    except (ConversionRefused, RemoteError) as err:
+        sys.stderr.write(f"\n{path.name} was not ingested: {err}\n")
+        return 2
+    finally:
+        staged.unlink(missing_ok=True)
+    sys.stderr.write("\n")
+    print(json.dumps(result, indent=2))
+    return 0
+
+
+def _bar(event: dict[str, Any]) -> None:
+    done, total = int(event.get("done", 0)), int(event.get("total", 0)) or 1
+    filled = int(30 * done / total)
+    sys.stderr.write(f"\r{event.get('stage', ''):<10} [{'#' * filled}{'.' * (30 - filled)}]")
+    sys.stderr.flush()
+
+
+def forget(settings: Settings, args: argparse.Namespace) -> int:
+    """``maxy memory delete|restore ID``: soft-delete a node (restorable for the grace period),
+    or bring it back."""
+    method = "delete" if args.memory_command == "delete" else "restore"
+    try:
+        result = _call(settings, method, {"label": args.label, "id": args.id})
+    except RemoteError as err:
+        sys.stderr.write(f"{err}\n")
+        return 2
+    print(json.dumps(result, indent=2, default=str))
+    if method == "delete" and result.get("changed"):
+        sys.stderr.write(
+            f"Deleted; `maxy memory restore {args.id} --label {args.label}` brings it back "
+            f"within {settings.purge_grace_days} days (MAXY_PURGE_GRACE_DAYS).\n"
+        )
     return 0
 
 
@@ -110,7 +166,7 @@ def reindex(settings: Settings, args: argparse.Namespace) -> int:
 
 def add_parsers(sub: Any) -> None:
     """Register ``memory`` and ``reindex`` on the ``maxy`` parser."""
-    memory = sub.add_parser("memory", help="search or ingest into the memory graph")
+    memory = sub.add_parser("memory", help="search, ingest, delete or restore in the memory graph")
     memory_sub = memory.add_subparsers(dest="memory_command", required=True)
     find = memory_sub.add_parser("search", help="hybrid search, as the admin agent sees it")
     find.add_argument("query")
@@ -120,12 +176,24 @@ def add_parsers(sub: Any) -> None:
     find.add_argument("--explain", action="store_true", help="print each result's score trace")
     find.add_argument("--json", action="store_true")
     find.set_defaults(func=search)
-    load = memory_sub.add_parser("ingest", help="ingest a Markdown or text file")
+    load = memory_sub.add_parser(
+        "ingest", help="ingest a Markdown, text, HTML, PDF or Word (.docx) file"
+    )
     load.add_argument("file")
     load.add_argument("--title")
     load.add_argument("--attachment-id", help="default: file:<absolute path>")
     load.add_argument("--scope", choices=["public", "shared", "admin"])
     load.set_defaults(func=ingest)
+    for name, what in (
+        ("delete", "forget a node (a document whole): soft, restorable for the grace period"),
+        ("restore", "bring back a deleted node within the grace period"),
+    ):
+        one = memory_sub.add_parser(name, help=what)
+        one.add_argument("id")
+        one.add_argument(
+            "--label", default="KnowledgeDocument", help="its label (default: %(default)s)"
+        )
+        one.set_defaults(func=forget)
     again = sub.add_parser("reindex", help="embed nodes whose embedding is missing or stale")
     again.add_argument("--dry-run", action="store_true", help="only count what would change")
     again.add_argument("--labels", help="comma-separated labels")

@@ -2,6 +2,7 @@
 
     EngineError
     ├── WriteRejected              a write refused before anything was written
+    ├── NotFound                   no such node the caller may see
     ├── EmbedError
     │   ├── ModelMissing           the GGUF file is not there
     │   ├── ModelLoadFailed        llama.cpp could not load it
@@ -87,6 +88,12 @@ class WriteRejected(EngineError):
     """The write was refused; nothing was written."""
 
     code = "write-rejected"
+
+
+class NotFound(EngineError):
+    """Nothing the caller may see has that id (another account's nodes answer the same)."""
+
+    code = "not-found"
 
 
 def rejected(area: str, reason: str, message: str, **fields: Any) -> WriteRejected:

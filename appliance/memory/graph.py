@@ -7,7 +7,7 @@ import logging
 import time
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
-from typing import Any
+from typing import Any, Protocol
 
 import neo4j
 from neo4j.exceptions import AuthError, DriverError, Neo4jError, ServiceUnavailable
@@ -49,6 +49,32 @@ def _plain(value: Any) -> Any:
     return value
 
 
+class Runs(Protocol):
+    """What runs one statement: the pool (its own transaction) or an open transaction."""
+
+    async def run(
+        self, cypher: str, params: Mapping[str, Any] | None = None
+    ) -> tuple[list[dict[str, Any]], Any]: ...
+
+
+class Transaction:
+    """Statements of one write transaction: they commit together at the end, or none does."""
+
+    def __init__(self, tx: neo4j.AsyncTransaction, uri: str) -> None:
+        self._tx = tx
+        self.uri = uri
+
+    async def run(
+        self, cypher: str, params: Mapping[str, Any] | None = None
+    ) -> tuple[list[dict[str, Any]], Any]:
+        """Run one statement inside the transaction; return its records and summary."""
+        async with translate_errors(self.uri):
+            result = await self._tx.run(cypher, dict(params or {}))
+            records = [record async for record in result]
+            summary = await result.consume()
+        return [_plain(record.data()) for record in records], summary
+
+
 class Graph:
     """An async Neo4j driver pool with translated errors."""
 
@@ -71,6 +97,18 @@ class Graph:
         async with translate_errors(self.uri):
             result = await self._driver.execute_query(cypher, dict(params or {}), database_="neo4j")
         return [_plain(record.data()) for record in result.records], result.summary
+
+    @asynccontextmanager
+    async def transaction(self) -> AsyncIterator[Transaction]:
+        """One write transaction: committed when the block ends, rolled back if it raises."""
+        async with translate_errors(self.uri), self._driver.session(database="neo4j") as session:
+            tx = await session.begin_transaction()
+            try:
+                yield Transaction(tx, self.uri)
+            except BaseException:
+                await tx.rollback()
+                raise
+            await tx.commit()
 
     async def ping(self) -> float:
         """Round-trip a trivial query; return the latency in milliseconds."""

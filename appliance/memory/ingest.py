@@ -30,8 +30,11 @@ Contract:
   with nothing written.
 - A failed embed never aborts the ingest: the node is written without an embedding (a later
   reindex fills it in) and one ``[graph-write] warn reason=embed-failed`` line is logged.
-- Writes are a handful of batched ``UNWIND`` statements, not one round trip per chunk. They are
-  not one transaction: an ingest interrupted half-way is repaired by ingesting again.
+- Writes are a handful of batched ``UNWIND`` statements, not one round trip per chunk, in one
+  transaction with the document's new version (:mod:`appliance.memory.versions`): an ingest
+  that fails half-way (Neo4j gone, an id of another account) leaves the graph as it was.
+- A ``progress`` callback hears ``("embedding", done, total)`` after each batch of
+  :data:`EMBED_BATCH` texts, so a long ingest streams progress instead of going quiet.
 """
 
 from __future__ import annotations
@@ -40,14 +43,15 @@ import asyncio
 import logging
 import time
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 from appliance.core.identity import Caller
+from appliance.memory import versions
 from appliance.memory.chunking import chunk, content_hash, sectionise, summary
 from appliance.memory.errors import EngineError, ModelLoadFailed, ModelMissing, rejected
-from appliance.memory.graph import Graph
+from appliance.memory.graph import Graph, Runs
 from appliance.memory.write import (
     EmbedTexts,
     WriteRequest,
@@ -59,7 +63,8 @@ from appliance.memory.write import (
 log = logging.getLogger(__name__)
 
 MAX_TEXT_CHARS = 2_000_000
-BATCH_ROWS = 500  # rows per UNWIND: bounds one transaction's size (each row carries a vector)
+BATCH_ROWS = 500  # rows per UNWIND: bounds one statement's size (each row carries a vector)
+EMBED_BATCH = 16  # texts embedded between two progress reports
 PATH_SEPARATOR = " > "
 # Document ids are a pure function of (account, attachmentId), so two racing first ingests of
 # one attachment MERGE onto the same node instead of creating two documents.
@@ -77,6 +82,14 @@ class IngestRequest:
     attachment_id: str
     scope: str | None = None
     agents: Sequence[str] | None = None
+    # Where the text came from, kept on its version: "ingest", "upload" or "restore".
+    source: str = "ingest"
+    # The uploaded file it was read from (versions.FILE_KEYS), kept on the document and version.
+    file: Mapping[str, Any] | None = None
+    restored_from: int | None = None
+
+
+Progress = Callable[[str, int, int], Awaitable[None]]  # (stage, done, total)
 
 
 @dataclass
@@ -156,6 +169,7 @@ def _plan(doc_id: str, request: IngestRequest) -> _Plan:
                 "attachmentId": request.attachment_id,
                 "sectionCount": len(sections),
                 "charCount": len(request.text),
+                **{k: v for k, v in (request.file or {}).items() if k in versions.FILE_KEYS},
             },
             None,
         )
@@ -252,8 +266,11 @@ class Ingester:
         self.model_name = model_name
         self.keep = keep
 
-    async def ingest(self, caller: Caller, request: IngestRequest) -> dict[str, Any]:
-        """Write (or replace) the document's hierarchy, embedding only what changed."""
+    async def ingest(
+        self, caller: Caller, request: IngestRequest, progress: Progress | None = None
+    ) -> dict[str, Any]:
+        """Write (or replace) the document's hierarchy and keep its version, embedding only
+        what changed."""
         started = time.monotonic()
         _check(caller, request)
         if not request.text.strip():
@@ -270,7 +287,7 @@ class Ingester:
                 attachment=request.attachment_id,
             )
         await self._keep(doc_id, request)
-        embedded, reused, failed, error = await self._embed(nodes, stored)
+        embedded, reused, failed, error = await self._embed(nodes, stored, progress)
         if failed:
             log.warning(
                 "[graph-write] warn reason=embed-failed op=ingest attachment=%s document=%s "
@@ -286,16 +303,29 @@ class Ingester:
             "agents": list(request.agents) if request.agents is not None else None,
             "model": self.model_name,
         }
-        await self._write_document(nodes.document, params)
-        await self._write_level(
-            "Section", "KnowledgeDocument", "HAS_SECTION", nodes.sections, params
-        )
-        await self._write_level("Chunk", "Section", "HAS_CHUNK", nodes.chunks, params)
-        removed = await self._remove_stale(caller, nodes)
+        async with self.graph.transaction() as tx:
+            await self._write_document(tx, nodes.document, params)
+            await self._write_level(
+                tx, "Section", "KnowledgeDocument", "HAS_SECTION", nodes.sections, params
+            )
+            await self._write_level(tx, "Chunk", "Section", "HAS_CHUNK", nodes.chunks, params)
+            removed = await self._remove_stale(tx, caller, nodes)
+            version, _ = await versions.record(
+                tx,
+                caller,
+                doc_id,
+                request.title,
+                request.text,
+                source=request.source,
+                scope=request.scope,
+                agents=list(request.agents) if request.agents is not None else None,
+                file=request.file,
+                restored_from=request.restored_from,
+            )
         ms = (time.monotonic() - started) * 1000
         log.info(
             "[ingest] op=done attachment=%s document=%s sections=%d chunks=%d embedded=%d "
-            "reused=%d failed=%d removed=%d ms=%d",
+            "reused=%d failed=%d removed=%d version=%d ms=%d",
             request.attachment_id,
             doc_id,
             len(nodes.sections),
@@ -304,10 +334,12 @@ class Ingester:
             reused,
             failed,
             removed,
+            version,
             ms,
         )
         return {
             "documentId": doc_id,
+            "version": version,
             "sections": len(nodes.sections),
             "chunks": len(nodes.chunks),
             "embedded": embedded,
@@ -353,16 +385,30 @@ class Ingester:
         return bool(old["hash"] == node.hash and old["model"] == self.model_name)
 
     async def _embed(
-        self, nodes: _Plan, stored: dict[str, dict[str, Any]]
+        self, nodes: _Plan, stored: dict[str, dict[str, Any]], progress: Progress | None
     ) -> tuple[int, int, int, str | None]:
-        """Embed every node whose text or model changed, all in one call; return embedded,
+        """Embed every node whose text or model changed, a batch at a time; return embedded,
         reused, failed and the first error."""
         changed = []
         for node in nodes.nodes:
             node.keep = self._current(stored.get(node.id), node)
             if not node.keep:
                 changed.append(node)
-        vectors = await embed_together(self.embed, [n.text for n in changed], _MODEL_BROKEN)
+        texts = [n.text for n in changed]
+        vectors: list[list[float] | EngineError] = []
+        if progress is not None:
+            await progress("embedding", 0, len(texts))
+        for start in range(0, len(texts), EMBED_BATCH):
+            batch = texts[start : start + EMBED_BATCH]
+            got = await embed_together(self.embed, batch, _MODEL_BROKEN)
+            vectors += got
+            broken = next((v for v in got if isinstance(v, _MODEL_BROKEN)), None)
+            if broken is not None:  # every further batch would fail the same way
+                vectors += [broken] * (len(texts) - len(vectors))
+            if progress is not None:
+                await progress("embedding", len(vectors), len(texts))
+            if broken is not None:
+                break
         errors = [v for v in vectors if isinstance(v, EngineError)]
         for node, vector in zip(changed, vectors, strict=True):
             node.embedding = None if isinstance(vector, EngineError) else vector
@@ -370,8 +416,8 @@ class Ingester:
         embedded = len(changed) - len(errors)
         return embedded, len(nodes.nodes) - len(changed), len(errors), error
 
-    async def _write_document(self, node: _Node, params: dict[str, Any]) -> None:
-        rows, _ = await self.graph.run(
+    async def _write_document(self, run: Runs, node: _Node, params: dict[str, Any]) -> None:
+        rows, _ = await run.run(
             "WITH $row AS row "
             "MERGE (n:KnowledgeDocument {id: row.id}) "
             "ON CREATE SET n.accountId = $account, n.createdAt = datetime() "
@@ -387,7 +433,13 @@ class Ingester:
             )
 
     async def _write_level(
-        self, label: str, parent: str, rel: str, nodes: list[_Node], params: dict[str, Any]
+        self,
+        run: Runs,
+        label: str,
+        parent: str,
+        rel: str,
+        nodes: list[_Node],
+        params: dict[str, Any],
     ) -> None:
         """MERGE ``nodes`` under their parents in batches; a moved node leaves its old parent."""
         cypher = (
@@ -403,7 +455,7 @@ class Ingester:
         )
         for start in range(0, len(nodes), BATCH_ROWS):
             batch = [node.row() for node in nodes[start : start + BATCH_ROWS]]
-            rows, _ = await self.graph.run(cypher, {**params, "rows": batch})
+            rows, _ = await run.run(cypher, {**params, "rows": batch})
             if rows[0]["written"] != len(batch):
                 raise rejected(
                     "ingest",
@@ -414,9 +466,9 @@ class Ingester:
                     written=rows[0]["written"],
                 )
 
-    async def _remove_stale(self, caller: Caller, nodes: _Plan) -> int:
+    async def _remove_stale(self, run: Runs, caller: Caller, nodes: _Plan) -> int:
         """Delete the document's sections and chunks this ingest no longer produced."""
-        rows, _ = await self.graph.run(
+        rows, _ = await run.run(
             "MATCH (d:KnowledgeDocument {id: $doc}) WHERE d.accountId = $account "
             "CALL (d) { MATCH (d)-[:HAS_SECTION]->(:Section)-[:HAS_CHUNK]->(c:Chunk) "
             "WHERE c.accountId = $account AND NOT c.id IN $chunks "

@@ -1,7 +1,8 @@
 """Soft delete, restore and purge of memory nodes.
 
 - :func:`soft_delete` stamps ``deletedAt`` (a Neo4j DateTime); every read path's guards then hide
-  the node. A KnowledgeDocument cascades to its Sections and Chunks, a Section to its Chunks; the
+  the node. A KnowledgeDocument cascades to its Sections, Chunks and DocumentVersions, a Section
+  to its Chunks; the
   cascaded nodes get the very same ``deletedAt`` as the node deleted, which is how
   :func:`restore` tells them from nodes deleted on their own earlier (those stay deleted).
   Deleting again changes nothing and keeps the first ``deletedAt``, so the grace period runs
@@ -36,11 +37,12 @@ log = logging.getLogger(__name__)
 
 PURGE_BATCH = 1000
 TEXT_GRACE_S = 3600.0
-# Deleting one of these takes the nodes below it along (HAS_SECTION, then HAS_CHUNK).
+# Deleting one of these takes the nodes below it along (HAS_SECTION, then HAS_CHUNK; a
+# document's versions, HAS_VERSION).
 CASCADES = frozenset({"KnowledgeDocument", "Section"})
 _DESCENDANTS = (
-    "MATCH (n)-[:HAS_SECTION|HAS_CHUNK*1..2]->(k) "
-    "WHERE (k:Section OR k:Chunk) AND k.accountId = $account "
+    "MATCH (n)-[:HAS_SECTION|HAS_CHUNK|HAS_VERSION*1..2]->(k) "
+    "WHERE (k:Section OR k:Chunk OR k:DocumentVersion) AND k.accountId = $account "
 )
 # The guards of appliance.memory.guards.guard except deletedAt: a deleted node must stay
 # reachable here, to be deleted again (idempotence) or restored.

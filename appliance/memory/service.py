@@ -29,7 +29,16 @@ from appliance.core.config import Settings
 from appliance.core.documents import keep_text
 from appliance.core.identity import Caller, GuardError
 from appliance.core.systemd import Notifier
-from appliance.memory import audit, context, conversations, explore, lifecycle, reports
+from appliance.memory import (
+    audit,
+    context,
+    conversations,
+    explore,
+    lifecycle,
+    reports,
+    uploads,
+    versions,
+)
 from appliance.memory import reindex as reindexing
 from appliance.memory.contacts import Contacts
 from appliance.memory.embedder import Embedder
@@ -83,6 +92,11 @@ def _plain(props: dict[str, Any]) -> dict[str, Any]:
         if k not in ("embedding", "accountId")
         and (isinstance(v, str) or (k == "order" and isinstance(v, int)))
     }
+
+
+async def _progress_frames(stage: str, done: int, total: int) -> None:
+    """Stream an ingest's progress to the caller as RPC progress frames."""
+    await report_progress({"stage": stage, "done": done, "total": total})
 
 
 def read_password(settings: Settings) -> str:
@@ -176,6 +190,11 @@ class Engine:
             api.CONTACT_LOOKUP.name: api.CONTACT_LOOKUP.handler(self.contact_lookup),
             api.CONTACT_UPDATE.name: api.CONTACT_UPDATE.handler(self.contact_update),
             api.CONTACT_LIST.name: api.CONTACT_LIST.handler(self.contact_list),
+            # documents: uploaded files and versions
+            api.INGEST_FILE.name: api.INGEST_FILE.handler(self.ingest_file),
+            api.DOCUMENT_VERSIONS.name: api.DOCUMENT_VERSIONS.handler(self.document_versions),
+            api.DOCUMENT_VERSION.name: api.DOCUMENT_VERSION.handler(self.document_version),
+            api.RESTORE_VERSION.name: api.RESTORE_VERSION.handler(self.restore_version),
         }
         assert set(typed) == set(api.BY_NAME), "every method of the contract has a handler"
         return typed
@@ -442,6 +461,58 @@ class Engine:
         """Undo a soft delete."""
         return await lifecycle.restore(self.graph, self.caller(call), call.label, call.id)
 
+    # --- documents: uploaded files and versions ------------------------------------------
+
+    @property
+    def upload_limits(self) -> uploads.Limits:
+        """The upload size and type limits of the settings."""
+        s = self.settings
+        return uploads.Limits(s.upload_max_mb * 1024 * 1024, s.upload_types)
+
+    async def ingest_file(self, call: api.IngestFileRequest) -> dict[str, Any]:
+        """Convert a staged upload, keep it as the attachment, ingest it (progress frames)."""
+        return await uploads.ingest_file(
+            self.graph,
+            self.ingester,
+            self.settings.accounts_dir,
+            self.caller(call),
+            self.upload_limits,
+            staged=call.staged,
+            file_name=call.file_name,
+            title=call.title,
+            scope=call.scope,
+            agents=call.agents,
+            progress=_progress_frames,
+        )
+
+    async def document_versions(self, call: api.DocumentRef) -> dict[str, Any]:
+        """A document's versions, newest first."""
+        return await versions.listing(self.graph, self.caller(call), call.id)
+
+    async def document_version(self, call: api.VersionRequest) -> dict[str, Any]:
+        """One version's text and its diff from another."""
+        return await versions.show(
+            self.graph, self.caller(call), call.id, call.number, call.against, call.max_chars
+        )
+
+    async def restore_version(self, call: api.RestoreVersionRequest) -> dict[str, Any]:
+        """Ingest an earlier version's text again: the document's newest version."""
+        caller = self.caller(call)
+        old = await versions.text_of(self.graph, caller, call.id, call.number)
+        document = old["document"]
+        request = IngestRequest(
+            title=old["title"] or document["title"] or "",
+            text=old["text"],
+            attachment_id=document["attachmentId"],
+            scope=document["scope"],
+            agents=document["agents"],
+            source="restore",
+            file={k: old[k] for k in versions.FILE_KEYS if old.get(k) is not None} or None,
+            restored_from=call.number,
+        )
+        done = await self.ingester.ingest(caller, request, _progress_frames)
+        return {**done, "restoredFrom": call.number}
+
     # --- contacts ------------------------------------------------------------------------
 
     async def contact_create(self, call: api.ContactCreateRequest) -> dict[str, Any]:
@@ -635,13 +706,15 @@ class Engine:
         )
 
     async def purge_loop(self) -> None:
-        """Hard-delete soft-deleted nodes past the grace period, once an hour."""
+        """Hard-delete soft-deleted nodes past the grace period, then the files no document
+        names any more, once an hour."""
         while True:
             try:
                 await lifecycle.purge(
                     self.graph, self.settings.purge_grace_days, account_id=self.account.id
                 )
                 await lifecycle.forget_texts(self.graph, self.account.id, self.account_dir)
+                await uploads.sweep(self.graph, self.settings.accounts_dir, self.account.id)
             except GraphError as err:
                 log.warning("[purge] op=run warn=failed error=%s", err)
             await asyncio.sleep(PURGE_INTERVAL)

@@ -101,7 +101,8 @@ _LABEL_IN_SCHEMA = re.compile(r"FOR \(n:(\w+)\) REQUIRE n\.id IS UNIQUE")
 
 # Never written through memory-write: accounts live on disk, and the audit trail (ToolCall)
 # is written only by the MCP server itself, so an agent cannot forge or overwrite it.
-NOT_WRITABLE = frozenset({"Account", "ToolCall"})
+# DocumentVersion: only an ingest writes one (appliance.memory.versions), in its transaction.
+NOT_WRITABLE = frozenset({"Account", "ToolCall", "DocumentVersion"})
 
 
 @cache

@@ -18,40 +18,33 @@ from typing import Any, Literal
 
 from pydantic import Field, JsonValue
 
+from appliance.rpc.caller import SCOPES, Called, CallerWire, scope_field, scopes_field
 from appliance.rpc.contract import Method, Request, Response
+from appliance.rpc.knowledge import (
+    DocumentRef,
+    IngestedResponse,
+    IngestFileRequest,
+    IngestFileResponse,
+    RestoreVersionRequest,
+    RestoreVersionResponse,
+    VersionRequest,
+    VersionResponse,
+    VersionsResponse,
+)
+
+__all__ = [
+    "SCOPES",
+    "Called",
+    "CallerWire",
+    "DocumentRef",
+    "IngestFileRequest",
+    "RestoreVersionRequest",
+    "VersionRequest",
+    "scope_field",
+    "scopes_field",
+]
 
 RETRIEVAL_CLASSES: tuple[JsonValue, ...] = ("entity", "temporal", "event", "general", "none")
-SCOPES: list[JsonValue] = ["public", "shared", "admin"]
-
-
-def scope_field() -> Any:
-    """An optional scope; the engine itself decides what an unknown one means."""
-    return Field(default=None, json_schema_extra={"enum": SCOPES})
-
-
-def scopes_field() -> Any:
-    """Scopes to narrow to; unknown ones narrow to nothing (they never widen)."""
-    return Field(
-        default=None,
-        description="Narrow to these scopes (never widens what you may see).",
-        json_schema_extra={"items": {"type": "string", "enum": SCOPES}},
-    )
-
-
-class CallerWire(Request):
-    """Who is asking (the ``caller`` map); checked against the engine's account."""
-
-    account: str = ""
-    scopes: list[str] | None = None
-    agent: str | None = None
-    session: str | None = None
-    subscriptions: list[str] = Field(default_factory=list)
-
-
-class Called(Request):
-    """A request made on behalf of a caller."""
-
-    caller: CallerWire = Field(default_factory=CallerWire)
 
 
 class Written(Response):
@@ -170,17 +163,6 @@ class IngestRequest(Called):
     agents: list[str] | None = None
 
 
-class IngestResponse(Response):
-    """Counts of what was written; ``reused`` chunks kept their embeddings."""
-
-    document_id: str
-    sections: int
-    chunks: int
-    embedded: int
-    reused: int
-    warnings: list[str]
-
-
 class ReindexRequest(Called):
     """Embed what is missing or stale (streams progress frames)."""
 
@@ -208,20 +190,20 @@ class NodeRef(Called):
 
 
 class DeleteResponse(Response):
-    """``changed`` is false when it was already deleted."""
+    """``changed``: how many nodes were deleted (a document's parts too); 0 when it already was."""
 
     id: str
     label: str
     deleted_at: Any
-    changed: bool
+    changed: int
 
 
 class RestoreResponse(Response):
-    """``changed`` is false when it was not deleted."""
+    """``changed``: how many nodes came back (a document's parts too); 0 when it was not deleted."""
 
     id: str
     label: str
-    changed: bool
+    changed: int
 
 
 # --- reports -----------------------------------------------------------------------------
@@ -702,7 +684,7 @@ HEALTH = Method("health", HealthRequest, HealthResponse, "Neo4j, the embedder an
 EMBED = Method("embed", EmbedRequest, EmbedResponse, "Embed up to 256 texts.")
 SEARCH = Method("search", SearchRequest, SearchResponse, "Hybrid vector + keyword search.")
 WRITE = Method("write", WriteRequest, Written, "Create or merge one node.")
-INGEST = Method("ingest", IngestRequest, IngestResponse, "Ingest a Markdown/text document.")
+INGEST = Method("ingest", IngestRequest, IngestedResponse, "Ingest a Markdown/text document.")
 REINDEX = Method(
     "reindex", ReindexRequest, ReindexResponse, "Embed what is missing or stale.", streams=True
 )
@@ -781,6 +763,27 @@ CONTACT_UPDATE = Method(
     "contacts.update", ContactUpdateRequest, ContactWritten, "Change a contact's details."
 )
 CONTACT_LIST = Method("contacts.list", ContactListRequest, ContactListResponse, "List contacts.")
+# Documents: uploaded files and versions (the memory plugin; appliance.memory.uploads, versions).
+INGEST_FILE = Method(
+    "document.ingest-file",
+    IngestFileRequest,
+    IngestFileResponse,
+    "Convert and ingest an uploaded file.",
+    streams=True,
+)
+DOCUMENT_VERSIONS = Method(
+    "document.versions", DocumentRef, VersionsResponse, "A document's versions."
+)
+DOCUMENT_VERSION = Method(
+    "document.version", VersionRequest, VersionResponse, "One version and its diff."
+)
+RESTORE_VERSION = Method(
+    "document.restore-version",
+    RestoreVersionRequest,
+    RestoreVersionResponse,
+    "Restore a version (a new version).",
+    streams=True,
+)
 
 METHODS: tuple[Method[Any, Any], ...] = (
     HEALTH,
@@ -818,6 +821,11 @@ METHODS: tuple[Method[Any, Any], ...] = (
     CONTACT_LOOKUP,
     CONTACT_UPDATE,
     CONTACT_LIST,
+    # documents
+    INGEST_FILE,
+    DOCUMENT_VERSIONS,
+    DOCUMENT_VERSION,
+    RESTORE_VERSION,
 )
 BY_NAME = {method.name: method for method in METHODS}
 

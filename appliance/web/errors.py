@@ -24,6 +24,7 @@ ENGINE_STATUS: dict[str, int] = {
     "bad-request": 400,
     "write-rejected": 400,
     "empty-text": 400,
+    "not-found": 404,
     "internal": 502,
 }
 ENGINE_UNAVAILABLE = (

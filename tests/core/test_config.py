@@ -74,6 +74,8 @@ DEFAULTS: list[tuple[str, Any]] = [
     ("search_expansion", False),
     ("search_dedup", False),
     ("purge_grace_days", 7),
+    ("upload_max_mb", 50),
+    ("upload_types", ("md", "markdown", "txt", "html", "htm", "pdf", "docx")),
     ("search_limit", 10),
     ("claude_bin", "claude"),
     ("claude_model", "sonnet"),
@@ -451,3 +453,12 @@ def test_host_lists_may_be_toml_arrays(tmp_path: Path) -> None:
     config.write_text('admin_hostnames = ["admin.example", "Ops.Example"]\n')
     settings = load_settings({}, config_file=config)
     assert settings.admin_hostnames == ("admin.example", "ops.example")
+
+
+def test_upload_types_are_a_list_of_the_kinds_maxy_reads() -> None:
+    assert load_settings({"MAXY_UPLOAD_TYPES": " PDF, .docx,pdf "}, NO_CONFIG).upload_types == (
+        "pdf",
+        "docx",
+    )
+    with pytest.raises(SettingsError, match="MAXY_UPLOAD_TYPES"):
+        load_settings({"MAXY_UPLOAD_TYPES": "pdf,exe"}, NO_CONFIG)

@@ -1,4 +1,4 @@
-"""`maxy memory search|ingest` and `maxy reindex` against a running engine."""
+"""`maxy memory search|ingest|delete|restore` and `maxy reindex` against a running engine."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from tests.memory.test_service import engine_healthy
+from tests.support import documents
 from tests.support.processes import Env, maxy, wait_until
 
 
@@ -44,6 +45,36 @@ def test_ingest_search_explain_and_reindex(engine: Env, tmp_path: Path) -> None:
     assert reindexed.returncode == 0, reindexed.stderr
     assert json.loads(reindexed.stdout)["skipped"] == 0
     assert "/" in reindexed.stderr  # the progress bar
+
+
+def test_a_word_file_is_converted_then_deleted_and_restored(engine: Env, tmp_path: Path) -> None:
+    plan = tmp_path / "plan.docx"
+    plan.write_bytes(documents.docx([(1, "Orchard"), (0, "The quince tree is by the pond.")]))
+    ingested = run(engine, "memory", "ingest", str(plan))
+    assert ingested.returncode == 0, ingested.stderr
+    done = json.loads(ingested.stdout)
+    assert (done["kind"], done["title"], done["version"]) == ("docx", "Orchard", 1)
+    doc = done["documentId"]
+
+    def found() -> bool:
+        return "quince" in run(engine, "memory", "search", "quince tree pond").stdout
+
+    assert found()
+    deleted = run(engine, "memory", "delete", doc)
+    assert deleted.returncode == 0, deleted.stderr
+    assert json.loads(deleted.stdout)["changed"] and f"memory restore {doc}" in deleted.stderr
+    assert not found()
+    restored = run(engine, "memory", "restore", doc)
+    assert restored.returncode == 0 and json.loads(restored.stdout)["changed"]
+    assert found()
+    missing = run(engine, "memory", "delete", "no-such-id", "--label", "Note")
+    assert missing.returncode == 2 and "No Note with id no-such-id" in missing.stderr
+
+    locked = tmp_path / "locked.pdf"
+    locked.write_bytes(documents.encrypted(documents.book(1)))
+    refused = run(engine, "memory", "ingest", str(locked))
+    assert refused.returncode == 2 and "protected by a password" in refused.stderr
+    assert "Traceback" not in refused.stderr
 
 
 def test_without_an_engine_the_cli_says_so(maxy_env: Env) -> None:

@@ -8,7 +8,13 @@ x 5 callers x 10 queries = 2,000 searches and as many conversation searches per 
 
 The contact book's people (made through its own methods, emails shared across the two accounts,
 some soft-deleted) are held to the same property: list, lookup and search return exactly the
-caller's live contacts, and another account's ids are answered "no contact" and left unchanged."""
+caller's live contacts, and another account's ids are answered "no contact" and left unchanged.
+
+Documents (ingested, so with sections, chunks and versions) under deletes and restores
+interleaved, some asked by a caller of the other account: after every step, every read path
+(keyword search, the Graph page's sample and neighbourhood, the versions list) shows exactly the
+live documents of the caller's account, whole, and a stranger's delete or restore changes
+nothing."""
 
 from __future__ import annotations
 
@@ -22,12 +28,14 @@ from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
 from appliance.core.identity import Caller
+from appliance.memory import explore, versions
 from appliance.memory.contacts import Contacts
 from appliance.memory.conversations import conversation_search
 from appliance.memory.embedder import Embedder
-from appliance.memory.errors import WriteRejected
+from appliance.memory.errors import NotFound, WriteRejected
 from appliance.memory.graph import Graph
-from appliance.memory.lifecycle import soft_delete
+from appliance.memory.ingest import Ingester, IngestRequest
+from appliance.memory.lifecycle import restore, soft_delete
 from appliance.memory.schema import apply_schema
 from appliance.memory.search import Searcher, SearchRequest
 from appliance.memory.write import Writer
@@ -382,3 +390,98 @@ def test_contacts_never_cross_accounts(
     neo4j_server: Neo4jServer, embedder: Embedder, specs: list[Contact]
 ) -> None:
     assert asyncio.run(check_contacts(neo4j_server, embedder, specs)) > 0
+
+
+# --- documents under deletes and restores, interleaved -------------------------------------
+
+MARKERS = ["quokka", "tuatara", "axolotl", "pangolin"]
+steps = st.lists(
+    st.tuples(st.integers(0, 3), st.sampled_from(["delete", "restore"]), st.booleans()),
+    min_size=3,
+    max_size=8,
+)
+
+
+async def check_lifecycle(server: Neo4jServer, embedder: Embedder, plan: list[Any]) -> int:
+    accounts = {True: f"iso-{uuid.uuid4()}", False: f"iso-{uuid.uuid4()}"}
+    graph = Graph(server.uri, "neo4j", server.password)
+    await apply_schema(graph, embedder.dimension)
+
+    async def embed_texts(texts: Any) -> list[list[float]]:
+        return [[float(x) for x in v] for v in embedder.embed_many(list(texts))]
+
+    ingester = Ingester(graph, embed_texts, embedder.model_name)
+    owner, stranger = (Caller(account_id=accounts[side]) for side in (True, False))
+    try:
+        docs: list[str] = []
+        for i, word in enumerate(MARKERS):
+            text = f"# {word}\n\nThe {word} lives by the shed.\n\n# Food\n\nIt eats {word} food."
+            done = await ingester.ingest(owner, IngestRequest(f"Doc {i}", text, f"iso-doc-{i}"))
+            docs.append(str(done["documentId"]))
+            # The other account holds a document on the same word: never seen, never touched.
+            await ingester.ingest(stranger, IngestRequest(f"Doc {i}", text, f"iso-doc-{i}"))
+        members: dict[str, set[str]] = {}
+        for doc in docs:
+            rows, _ = await graph.run(
+                "MATCH (d:KnowledgeDocument {id: $d})"
+                "-[:HAS_SECTION|HAS_CHUNK|HAS_VERSION*0..2]->(n) "
+                "RETURN collect(DISTINCT n.id) AS ids",
+                {"d": doc},
+            )
+            members[doc] = set(rows[0]["ids"])
+        live = set(docs)
+        searcher = Searcher(graph, lambda text: _one(embedder, text))
+        checked = 0
+        for index, op, as_stranger in plan:
+            doc = docs[index]
+            act = soft_delete if op == "delete" else restore
+            if as_stranger:
+                with pytest.raises(WriteRejected, match="in this account"):
+                    await act(graph, stranger, "KnowledgeDocument", doc)
+            else:
+                await act(graph, owner, "KnowledgeDocument", doc)
+                live = live - {doc} if op == "delete" else live | {doc}
+            visible = set().union(*(members[d] for d in live)) if live else set()
+            sample = await explore.sample(graph, owner, limit=2000)
+            assert {n["id"] for n in sample["nodes"]} == visible, (op, index, as_stranger)
+            for i, word in enumerate(MARKERS):
+                request = SearchRequest(word, limit=50, vector_weight=0.0, keyword_weight=1.0)
+                found = {c.node_id for c in (await searcher.search(owner, request)).results}
+                assert found <= visible
+                assert bool(found & members[docs[i]]) == (docs[i] in live), (word, live)
+                seen = await explore.neighbourhood(graph, owner, docs[i], "KnowledgeDocument")
+                assert (seen is not None) == (docs[i] in live)
+                if docs[i] in live:
+                    listed = await versions.listing(graph, owner, docs[i])
+                    assert [v["number"] for v in listed["versions"]] == [1]
+                else:
+                    with pytest.raises(NotFound):
+                        await versions.listing(graph, owner, docs[i])
+                checked += 1
+            theirs = await explore.sample(graph, stranger, limit=2000)
+            assert len(theirs["nodes"]) == sum(len(m) for m in members.values())
+        return checked
+    finally:
+        await graph.run(
+            "MATCH (n) WHERE n.accountId IN $accounts DETACH DELETE n",
+            {"accounts": list(accounts.values())},
+        )
+        await graph.close()
+
+
+async def _one(embedder: Embedder, text: str) -> list[float]:
+    return [float(x) for x in embedder.embed(text)]
+
+
+@pytest.mark.timeout(1800)
+@settings(
+    max_examples=6,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
+    phases=[Phase.explicit, Phase.reuse, Phase.generate],
+)
+@given(plan=steps)
+def test_deletes_and_restores_vanish_and_return_on_every_read_path_at_once(
+    neo4j_server: Neo4jServer, embedder: Embedder, plan: list[Any]
+) -> None:
+    assert asyncio.run(check_lifecycle(neo4j_server, embedder, plan)) > 0

@@ -27,7 +27,7 @@ The thermostat schedule starts at six. The plumber's number is on the quokka mag
 # Water
 
 The stopcock is under the kitchen sink."""
-NODES = 1 + 3 + 3  # document, three sections, one chunk each
+NODES = 1 + 3 + 3 + 1  # document, three sections, one chunk each, its version
 
 
 async def ingest(memory: Memory, attachment: str = "att-house") -> str:
@@ -39,9 +39,9 @@ async def ingest(memory: Memory, attachment: str = "att-house") -> str:
 
 
 async def states(memory: Memory, doc_id: str) -> dict[str, Any]:
-    """id -> deletedAt of the document and everything under it."""
+    """id -> deletedAt of the document and everything under it (its version too)."""
     rows, _ = await memory.graph.run(
-        "MATCH (d:KnowledgeDocument {id: $id})-[:HAS_SECTION|HAS_CHUNK*0..2]->(n) "
+        "MATCH (d:KnowledgeDocument {id: $id})-[:HAS_SECTION|HAS_CHUNK|HAS_VERSION*0..2]->(n) "
         "RETURN DISTINCT n.id AS id, n.deletedAt AS deletedAt",
         {"id": doc_id},
     )
@@ -168,7 +168,7 @@ async def test_purge_respects_the_grace_period(
         assert await purge(memory.graph, grace_days=7, account_id=memory.caller.account_id) == (
             NODES
         )
-    assert "[purge] op=done deleted=7 grace_days=7" in caplog.text
+    assert f"[purge] op=done deleted={NODES} grace_days=7" in caplog.text
     assert await states(memory, old) == {}
     assert len(await states(memory, recent)) == NODES
     assert len(await states(memory, live)) == NODES

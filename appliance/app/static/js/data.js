@@ -73,7 +73,9 @@
       markCurrent(result.id);
       neighbourhood(result.id, result.labels[0]);
     });
-    return el("li", {}, [button]);
+    var li = el("li", {}, [button]);
+    if (window.maxyRowActions) window.maxyRowActions(li, result); // Forget, Versions (knowledge.js)
+    return li;
   }
 
   function markCurrent(id) {
