@@ -49,6 +49,23 @@ def _plain(value: Any) -> Any:
     return value
 
 
+class Transaction:
+    """Statements of one explicit transaction (:meth:`Graph.transaction`)."""
+
+    def __init__(self, tx: neo4j.AsyncTransaction, uri: str) -> None:
+        self._tx = tx
+        self._uri = uri
+
+    async def run(
+        self, cypher: str, params: Mapping[str, Any] | None = None
+    ) -> list[dict[str, Any]]:
+        """Run one statement inside the transaction; return its records as dicts."""
+        async with translate_errors(self._uri):
+            result = await self._tx.run(cypher, dict(params or {}))
+            records = await result.data()
+        return [_plain(record) for record in records]
+
+
 class Graph:
     """An async Neo4j driver pool with translated errors."""
 
@@ -71,6 +88,19 @@ class Graph:
         async with translate_errors(self.uri):
             result = await self._driver.execute_query(cypher, dict(params or {}), database_="neo4j")
         return [_plain(record.data()) for record in result.records], result.summary
+
+    @asynccontextmanager
+    async def transaction(self) -> AsyncIterator[Transaction]:
+        """One write transaction: committed when the block ends, rolled back if it raises.
+
+        For work that must land whole or not at all (a project with its tasks and their
+        dependencies): an error raised inside the block, ours or the driver's, writes nothing.
+        """
+        async with translate_errors(self.uri):
+            async with self._driver.session(database="neo4j") as session:
+                # The driver's own block: commit on success, roll back (close) on any error.
+                async with await session.begin_transaction() as tx:
+                    yield Transaction(tx, self.uri)
 
     async def ping(self) -> float:
         """Round-trip a trivial query; return the latency in milliseconds."""
