@@ -18,6 +18,8 @@ from typing import Any, Literal
 
 from pydantic import Field, JsonValue
 
+from appliance.rpc import work
+from appliance.rpc.calls import Called, Written, clock_field
 from appliance.rpc.contract import Method, Request, Response
 
 RETRIEVAL_CLASSES: tuple[JsonValue, ...] = ("entity", "temporal", "event", "general", "none")
@@ -36,31 +38,6 @@ def scopes_field() -> Any:
         description="Narrow to these scopes (never widens what you may see).",
         json_schema_extra={"items": {"type": "string", "enum": SCOPES}},
     )
-
-
-class CallerWire(Request):
-    """Who is asking (the ``caller`` map); checked against the engine's account."""
-
-    account: str = ""
-    scopes: list[str] | None = None
-    agent: str | None = None
-    session: str | None = None
-    subscriptions: list[str] = Field(default_factory=list)
-
-
-class Called(Request):
-    """A request made on behalf of a caller."""
-
-    caller: CallerWire = Field(default_factory=CallerWire)
-
-
-class Written(Response):
-    """What a write of one node answers."""
-
-    id: str
-    created: bool
-    embedded: bool
-    warnings: list[str]
 
 
 # --- health and embeddings ---------------------------------------------------------------
@@ -354,13 +331,12 @@ class PreviousContextRequest(Called):
 
 
 class PreviousContextResponse(Response):
-    """The block and what it holds."""
+    """The block, and how many active projects and ready tasks it shows of how many."""
 
     text: str
     chars: int
-    digest: str | None  # the latest review digest's id, None when there is none
-    tasks: dict[str, int]
-    alerts: dict[str, int]
+    projects: dict[str, int]
+    ready: dict[str, int]
 
 
 # --- the Graph page and public agents ----------------------------------------------------
@@ -423,11 +399,6 @@ _RULE = (
     "How it repeats: an RFC 5545 RRULE such as FREQ=WEEKLY;BYDAY=TU or "
     "FREQ=MONTHLY;BYMONTHDAY=1;COUNT=6 (none: once)."
 )
-
-
-def clock_field() -> Any:
-    """A call's "now": the manager's clock or a test's; unset, the engine's own clock."""
-    return Field(default=None, description="Now (the engine's clock when unset).")
 
 
 class EventFields(Called):
@@ -813,6 +784,8 @@ METHODS: tuple[Method[Any, Any], ...] = (
     CONTACT_LOOKUP,
     CONTACT_UPDATE,
     CONTACT_LIST,
+    # projects and tasks, and the review of visitors' ended conversations
+    *work.METHODS,
 )
 BY_NAME = {method.name: method for method in METHODS}
 
