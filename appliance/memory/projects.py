@@ -38,16 +38,13 @@ from appliance.memory.graph import Transaction
 from appliance.memory.guards import guard
 from appliance.memory.tasks import (
     FIND_HINT,
-    VIEW,
     NewTask,
     Tasks,
     check_acyclic,
     insert,
-    ready_test,
-    view,
+    pressing,
     vocabulary,
 )
-from appliance.memory.tasks import ORDER as TASK_ORDER
 
 log = logging.getLogger(__name__)
 
@@ -64,20 +61,29 @@ PROJECT_HINT = "project-list shows the owner's projects and their ids."
 _FACTS = (
     "p {.id, .name, .description, .tier, .phase, .targetDate, .createdAt, .updatedAt, "
     ".phaseChangedAt, .completedAt, .abandonedAt, .abandonReason} AS project, "
-    f"[(t:Task)-[:PART_OF]->(p) WHERE {work.OWNER_TASK} | "
-    f"t {{.id, .name, .status, .priority, .dueDate, .updatedAt, ready: {ready_test('t')}}}] "
-    "AS tasks, "
-    f"[(p)-[:HAS_HISTORY]->(h:HistoryEntry) WHERE {guard('h')} AND h.kind = 'issue' "
-    "AND h.resolvedAt IS NULL | h {.id, .note, .at}] AS issues, "
-    f"head([(p)-[:STAKEHOLDER]->(s:Person) WHERE {guard('s')} | s {{.id, .name, .email}}]) "
-    "AS stakeholder"
+    f"[(p)-[:HAS_HISTORY]->(h:HistoryEntry) WHERE {guard('h')} | "
+    "h {.id, .kind, .from, .to, .note, .at, .resolvedAt, .order}] AS history, "
+    f"[(p)-[:STAKEHOLDER]->(s:Person) WHERE {guard('s')} | s {{.id, .name, .email}}] "
+    "AS stakeholders"
 )
 
 
-def summary(row: Mapping[str, Any], today: date, now: datetime) -> dict[str, Any]:
-    """A project as lists show it: its health and the counts behind it."""
+def open_issues(history: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """The issues raised on a project and not resolved yet."""
+    return [
+        {k: h[k] for k in ("id", "note", "at")}
+        for h in history
+        if h["kind"] == "issue" and h["resolvedAt"] is None
+    ]
+
+
+def summary(
+    row: Mapping[str, Any], tasks: Sequence[Mapping[str, Any]], today: date, now: datetime
+) -> dict[str, Any]:
+    """A project as lists show it: its health and the counts behind it (``tasks``: its task
+    views, :func:`appliance.memory.tasks.view`)."""
     project = {k: v for k, v in row["project"].items() if v is not None}
-    tasks = row["tasks"]
+    issues = open_issues(row["history"])
     changed = [project.get("updatedAt"), *(task.get("updatedAt") for task in tasks)]
     times = [when for when in map(work.read_time, changed) if when is not None]
     facts = health.ProjectFacts(
@@ -85,17 +91,11 @@ def summary(row: Mapping[str, Any], today: date, now: datetime) -> dict[str, Any
         last_activity=max(times) if times else now,
         target=work.read_day(project.get("targetDate")),
         tasks=[health.TaskFacts(t["status"], work.read_day(t.get("dueDate"))) for t in tasks],
-        open_issues=len(row["issues"]),
+        open_issues=len(issues),
     )
     verdict = health.assess(facts, today, now)
     to_do = [t for t in tasks if t["status"] in work.TO_DO]
-    ready = sorted(
-        (t for t in tasks if t["ready"]),
-        key=lambda t: (
-            work.PRIORITY_RANK.get(t.get("priority") or "", 9),
-            t.get("dueDate") or "9999-12-31",
-        ),
-    )
+    ready = sorted((t for t in tasks if t["ready"]), key=pressing)
     project.update(
         health=verdict.level if verdict else None,
         reasons=verdict.reasons if verdict else [],
@@ -103,20 +103,16 @@ def summary(row: Mapping[str, Any], today: date, now: datetime) -> dict[str, Any
             "total": len(tasks),
             "toDo": len(to_do),
             "done": sum(1 for t in tasks if t["status"] == "done"),
-            "overdue": sum(
-                1
-                for t in to_do
-                if (due := work.read_day(t.get("dueDate"))) is not None and due < today
-            ),
+            "overdue": sum(1 for t in to_do if t["overdue"]),
             "blocked": sum(1 for t in to_do if t["status"] == "blocked"),
             "ready": len(ready),
         },
         next=[{"id": t["id"], "name": t["name"]} for t in ready[:NEXT_SHOWN]],
-        openIssues=len(row["issues"]),
+        openIssues=len(issues),
         lastActivityAt=facts.last_activity.isoformat(),
     )
-    if row["stakeholder"]:
-        project["stakeholder"] = row["stakeholder"]
+    if row["stakeholders"]:
+        project["stakeholder"] = row["stakeholders"][0]
     return project
 
 
@@ -137,6 +133,16 @@ class Projects:
 
     # --- reading ---------------------------------------------------------------------------
 
+    async def _tasks_by_project(
+        self, caller: Caller, today: date
+    ) -> dict[str | None, list[dict[str, Any]]]:
+        """Every task of the owner's work, by the id of its project."""
+        found: dict[str | None, list[dict[str, Any]]] = {}
+        for task in await self.tasks.views(caller, work.STATUSES, today):
+            project = task.pop("project", None)
+            found.setdefault(project["id"] if project else None, []).append(task)
+        return found
+
     async def listing(
         self,
         caller: Caller,
@@ -153,10 +159,14 @@ class Projects:
         rows, _ = await self.graph.run(
             f"MATCH (p:Project {{accountId: $account}}) WHERE {guard('p')} "
             f"AND p.phase IN $phases RETURN {_FACTS}",
-            {**vocabulary(caller), "phases": wanted},
+            {**caller.params(), "phases": wanted},
         )
         today = self.tasks.today(current)
-        projects = sorted((summary(row, today, current) for row in rows), key=_order)
+        tasks = await self._tasks_by_project(caller, today) if rows else {}
+        projects = sorted(
+            (summary(row, tasks.get(row["project"]["id"], []), today, current) for row in rows),
+            key=_order,
+        )
         log.info("[projects] op=list phases=%s total=%d", ",".join(wanted), len(projects))
         return {
             "projects": projects[:limit],
@@ -171,24 +181,17 @@ class Projects:
         work.owner_only(caller, AREA, op)
         current = self.tasks.now(now)
         rows, _ = await self.graph.run(
-            f"MATCH (p:Project {{id: $id}}) WHERE {guard('p')} RETURN {_FACTS}, "
-            f"[(p)-[:HAS_HISTORY]->(h:HistoryEntry) WHERE {guard('h')} | "
-            "h {.id, .kind, .from, .to, .note, .at, .resolvedAt, .order}] AS history",
-            {**vocabulary(caller), "id": project_id},
+            f"MATCH (p:Project {{id: $id}}) WHERE {guard('p')} RETURN {_FACTS}",
+            {**caller.params(), "id": project_id},
         )
         if not rows:
             raise work.not_found(AREA, "project", project_id, op, PROJECT_HINT)
         today = self.tasks.today(current)
-        project = summary(rows[0], today, current)
-        tasks, _ = await self.graph.run(
-            f"MATCH (t:Task)-[:PART_OF]->(:Project {{id: $id}}) WHERE {work.OWNER_TASK} "
-            f"WITH t ORDER BY t.status IN $closed, {TASK_ORDER} RETURN {VIEW}",
-            {**vocabulary(caller), "id": project_id},
-        )
-        project["tasks"] = [view(row, today) for row in tasks]
-        for task in project["tasks"]:
-            task.pop("project", None)
-        project["issues"] = rows[0]["issues"]
+        tasks = (await self._tasks_by_project(caller, today)).get(project_id, [])
+        project = summary(rows[0], tasks, today, current)
+        # Work still to do first, then what is done or cancelled.
+        project["tasks"] = sorted(tasks, key=lambda t: (t["status"] in work.CLOSED, pressing(t)))
+        project["issues"] = open_issues(rows[0]["history"])
         history = sorted(rows[0]["history"], key=lambda h: (str(h["at"]), h["order"] or 0))
         project["history"] = [
             {k: v for k, v in h.items() if v is not None and k != "order"}
@@ -462,11 +465,15 @@ class Projects:
         params = {**vocabulary(caller), "id": project_id, "now": current}
         left, _ = await self.graph.run(
             f"MATCH (t:Task)-[:PART_OF]->(:Project {{id: $id}}) WHERE {work.OWNER_TASK} "
-            f"AND t.status IN $todo + ['deferred'] WITH t ORDER BY {TASK_ORDER} "
-            "RETURN t.id AS id, t.name AS name, t.status AS status, t.dueDate AS dueDate",
+            "AND t.status IN $todo + ['deferred'] "
+            "RETURN t.id AS id, t.name AS name, t.status AS status, t.dueDate AS dueDate, "
+            "t.priority AS priority, toString(t.createdAt) AS createdAt",
             params,
         )
-        pending_items = [{k: v for k, v in row.items() if v is not None} for row in left]
+        pending_items = [
+            {k: v for k, v in row.items() if v is not None and k != "createdAt"}
+            for row in sorted(left, key=pressing)
+        ]
         if pending_items and choice == "ask":
             log.info("[projects] op=complete id=%s asked pending=%d", project_id, len(left))
             return {

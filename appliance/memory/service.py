@@ -310,7 +310,16 @@ class Engine:
                 delay = min(delay * 2, 10.0)
                 continue
             self.schema_state, self.schema_error = "applied", None
+            await self.warm()
             return
+
+    async def warm(self) -> None:
+        """Build the owner's <previous-context> once, so Neo4j has planned its queries before
+        the first admin spawn asks (planning them takes seconds on a Pi; a spawn waits 3 s)."""
+        try:
+            await context.previous_context(self.projects, Caller(account_id=self.account.id))
+        except EngineError as err:
+            log.warning("[engine] op=warm warn=failed error=%s", err)
 
     async def run(self, notifier: Notifier | None = None) -> None:
         """Serve until SIGTERM or SIGINT; tell systemd (``notifier``) once the socket listens."""
