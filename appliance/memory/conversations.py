@@ -247,7 +247,7 @@ async def session_messages(
 # --- the review of visitors' ended conversations (appliance.agents.leads) ---------------------
 
 VISITOR_SESSION_PREFIX = "public:"
-REVIEW_OUTCOMES = ("lead", "none")
+REVIEW_OUTCOMES = ("lead", "none", "delegated")
 MAX_ENDED = 100
 
 

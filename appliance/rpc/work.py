@@ -307,7 +307,11 @@ class ConversationReviewedRequest(Called):
     """Mark a visitor's conversation reviewed, with what the review found."""
 
     session_id: str
-    outcome: str = Field(json_schema_extra={"enum": ["lead", "none"]})
+    outcome: str = Field(
+        description="lead (a contact and a follow-up were written), none, or delegated (to "
+        "the public-session-reviewer role).",
+        json_schema_extra={"enum": ["lead", "none", "delegated"]},
+    )
     task_id: str | None = None
     person_id: str | None = None
     now: datetime | None = clock_field()
