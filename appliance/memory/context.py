@@ -31,6 +31,7 @@ from typing import Any
 
 from appliance.core.identity import Caller
 from appliance.memory.projects import Projects
+from appliance.memory.work import clip
 
 log = logging.getLogger(__name__)
 
@@ -46,12 +47,6 @@ PROJECTS_HEADING = "## Active projects, worst health first"
 READY_HEADING = "## Ready to work on, by project"
 
 
-def clip(text: str, limit: int = LINE_CHARS) -> str:
-    """``text`` on one line, cut to ``limit`` characters with an ellipsis."""
-    flat = " ".join(str(text).split())
-    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
-
-
 def project_line(project: dict[str, Any]) -> str:
     """One active project: health, name, phase, target, progress, next step, why."""
     counts = project["counts"]
@@ -64,7 +59,7 @@ def project_line(project: dict[str, Any]) -> str:
         line += f"; next: {project['next'][0]['name']}"
     if project.get("reasons"):
         line += f"; {'; '.join(project['reasons'])}"
-    return clip(line)
+    return clip(line, LINE_CHARS)
 
 
 def task_line(task: dict[str, Any]) -> str:

@@ -624,7 +624,7 @@ class Projects:
             "SET t.logged = coalesce(t.logged, 0) + 1 "
             "CREATE (t)-[:HAS_PROGRESS]->(:ProgressEntry {id: randomUUID(), "
             "accountId: $account, scope: 'admin', at: $now, createdAt: $now, text: $why, "
-            "status: $status, from: t.status, order: t.logged}) "
+            "status: $status, from: t.status, order: t.logged, name: $name}) "
             "SET t += row.vectors, t.status = $status, t.statusChangedAt = $now, "
             "t.updatedAt = $now REMOVE t.workingSession",
             {
@@ -632,6 +632,7 @@ class Projects:
                 "account": caller.account_id,
                 "now": now,
                 "why": why,
+                "name": work.clip(why, work.ENTRY_NAME_CHARS),
                 "status": status,
             },
         )
@@ -651,12 +652,18 @@ async def _history(
     """One entry of a project's history."""
     if "from" in extra:
         from_ = extra.pop("from")
+    # What the Graph shows for the entry: its kind and change in a few words.
+    change = " → ".join(str(x) for x in (from_, to) if x is not None)
+    name = work.clip(
+        kind.capitalize() + (f": {change}" if change else "") + (f" — {note}" if note else ""),
+        work.ENTRY_NAME_CHARS,
+    )
     await tx.run(
         "MATCH (p:Project {id: $id}) WHERE p.accountId = $account "
         "SET p.logged = coalesce(p.logged, 0) + 1 "
         "CREATE (p)-[:HAS_HISTORY]->(h:HistoryEntry {id: $hid, accountId: $account, "
         "scope: 'admin', kind: $kind, at: $now, createdAt: $now, order: p.logged}) "
-        "SET h.from = $from, h.to = $to, h.note = $note",
+        "SET h.from = $from, h.to = $to, h.note = $note, h.name = $name",
         {
             "id": project_id,
             "hid": str(uuid.uuid4()),
@@ -666,6 +673,7 @@ async def _history(
             "from": None if from_ is None else str(from_),
             "to": None if to is None else str(to),
             "note": note,
+            "name": name,
         },
     )
 

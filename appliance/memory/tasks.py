@@ -684,7 +684,8 @@ class Tasks:
                 "SET t.logged = coalesce(t.logged, 0) + 1 "
                 "CREATE (t)-[:HAS_PROGRESS]->(e:ProgressEntry {id: $eid, accountId: $account, "
                 "scope: 'admin', at: $now, createdAt: $now, order: t.logged}) "
-                "SET e.text = $text, e.status = $status, e.from = $from, e.sessionId = $session",
+                "SET e.text = $text, e.status = $status, e.from = $from, e.sessionId = $session, "
+                "e.name = $name",
                 {
                     "id": task_id,
                     "eid": str(uuid.uuid4()),
@@ -694,6 +695,8 @@ class Tasks:
                     "status": status if moved else None,
                     "from": old["status"] if moved else None,
                     "session": caller.session_id,
+                    # What the Graph shows for the entry.
+                    "name": work.clip(note or f"{old['status']} → {status}", work.ENTRY_NAME_CHARS),
                 },
             )
 

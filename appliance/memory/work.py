@@ -65,6 +65,16 @@ def owner_task(var: str) -> str:
 OWNER_TASK = owner_task("t")
 
 
+#: How long the name a progress or history entry shows in the Graph may be.
+ENTRY_NAME_CHARS = 120
+
+
+def clip(text: object, limit: int) -> str:
+    """``text`` on one line, cut to ``limit`` characters with an ellipsis."""
+    flat = " ".join(str(text).split())
+    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+
+
 def owner_only(caller: Caller, area: str, op: str) -> None:
     """Refuse any caller but the owner's own (every scope, no agent)."""
     if caller.scopes is not None or caller.agent is not None:
