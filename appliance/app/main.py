@@ -8,6 +8,7 @@ sites    /sites/* static publish tree
 sessions /api/admin/sessions/*, /api/admin/claude*: the session manager, relayed
 settings /admin/settings: Claude connection, API key, PIN, remote password, other devices
 plugins_admin /admin/plugins: the installed plugins, the optional ones turned on and off
+projects /api/admin/projects: the Projects view's list of active projects and their health
 
 While it runs, the app also reviews visitors' ended conversations for leads
 (:mod:`appliance.agents.leads`), with the conversations the public chat holds.
@@ -37,6 +38,7 @@ from appliance.app import (
     chat,
     pages,
     plugins_admin,
+    projects,
     public,
     sessions,
     sites,
@@ -90,6 +92,7 @@ def create_app(settings: Settings | None = None) -> Starlette:
         *settings_page.routes(ctx),
         *agents_admin.routes(ctx),
         *plugins_admin.routes(ctx),
+        *projects.routes(ctx),
         *pages.routes(ctx),
         *chat.routes(ctx, visitors),
         *public.routes(ctx),
