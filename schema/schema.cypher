@@ -60,12 +60,15 @@ CREATE CONSTRAINT order_id_unique IF NOT EXISTS FOR (n:Order) REQUIRE n.id IS UN
 CREATE CONSTRAINT cloudflare_tunnel_id_unique IF NOT EXISTS FOR (n:CloudflareTunnel) REQUIRE n.id IS UNIQUE;
 CREATE CONSTRAINT cloudflare_hostname_id_unique IF NOT EXISTS FOR (n:CloudflareHostname) REQUIRE n.id IS UNIQUE;
 CREATE CONSTRAINT tool_call_id_unique IF NOT EXISTS FOR (n:ToolCall) REQUIRE n.id IS UNIQUE;
-// What the owner's review routine leaves for the next session: a digest of the period and alerts
-// that need attention (read into every admin session's <previous-context>, appliance/memory/context.py).
+// A review digest and the alerts of a review routine (written by memory-write when one runs).
 CREATE CONSTRAINT review_digest_id_unique IF NOT EXISTS FOR (n:ReviewDigest) REQUIRE n.id IS UNIQUE;
 CREATE CONSTRAINT review_alert_id_unique IF NOT EXISTS FOR (n:ReviewAlert) REQUIRE n.id IS UNIQUE;
 // The scheduling plugin's reminders (its events are Event nodes): appliance/memory/scheduling.py.
 CREATE CONSTRAINT reminder_id_unique IF NOT EXISTS FOR (n:Reminder) REQUIRE n.id IS UNIQUE;
+// The owner's work (appliance/memory/projects.py, tasks.py): a task's progress log and a
+// project's history (phase changes, issues, delays).
+CREATE CONSTRAINT progress_entry_id_unique IF NOT EXISTS FOR (n:ProgressEntry) REQUIRE n.id IS UNIQUE;
+CREATE CONSTRAINT history_entry_id_unique IF NOT EXISTS FOR (n:HistoryEntry) REQUIRE n.id IS UNIQUE;
 
 // Natural keys that writes MERGE on: unique per account, so concurrent first writes cannot race.
 CREATE CONSTRAINT report_minute_key IF NOT EXISTS FOR (n:Report) REQUIRE (n.accountId, n.minuteKey) IS UNIQUE;
@@ -127,6 +130,8 @@ CREATE INDEX tool_call_account IF NOT EXISTS FOR (n:ToolCall) ON (n.accountId);
 CREATE INDEX review_digest_account IF NOT EXISTS FOR (n:ReviewDigest) ON (n.accountId, n.createdAt);
 CREATE INDEX review_alert_account IF NOT EXISTS FOR (n:ReviewAlert) ON (n.accountId, n.createdAt);
 CREATE INDEX reminder_account IF NOT EXISTS FOR (n:Reminder) ON (n.accountId);
+CREATE INDEX progress_entry_account IF NOT EXISTS FOR (n:ProgressEntry) ON (n.accountId);
+CREATE INDEX history_entry_account IF NOT EXISTS FOR (n:HistoryEntry) ON (n.accountId);
 
 // ── Lookups the write paths use ────────────────────────────────────────────────────────────────
 CREATE INDEX knowledge_document_attachment IF NOT EXISTS FOR (n:KnowledgeDocument) ON (n.accountId, n.attachmentId);
@@ -135,6 +140,12 @@ CREATE INDEX report_title IF NOT EXISTS FOR (n:Report) ON (n.accountId, n.title)
 // What is due next: the session manager's loop asks every half minute.
 CREATE INDEX event_next_fire IF NOT EXISTS FOR (n:Event) ON (n.accountId, n.nextFireAt);
 CREATE INDEX reminder_next_fire IF NOT EXISTS FOR (n:Reminder) ON (n.accountId, n.nextFireAt);
+// The owner's tasks among the audit trail's (kind "owner" vs "audit"; appliance/memory/work.py).
+// Visitors' conversations that went quiet, for the lead review (appliance/agents/leads.py).
+CREATE INDEX conversation_last_message IF NOT EXISTS FOR (n:Conversation) ON (n.accountId, n.lastMessageAt);
+CREATE INDEX task_kind IF NOT EXISTS FOR (n:Task) ON (n.accountId, n.kind);
+// A session's task in progress, found at each durable tool call (write-back).
+CREATE INDEX task_working_session IF NOT EXISTS FOR (n:Task) ON (n.accountId, n.workingSession);
 
 // ── Vector indexes: one per indexed label, cosine, exact vectors (a home graph is small) ──────
 CREATE VECTOR INDEX question_embedding IF NOT EXISTS FOR (n:Question) ON n.embedding WITH [n.accountId]
@@ -174,6 +185,8 @@ CREATE VECTOR INDEX workflow_embedding IF NOT EXISTS FOR (n:Workflow) ON n.embed
 CREATE VECTOR INDEX preference_embedding IF NOT EXISTS FOR (n:Preference) ON n.embedding WITH [n.accountId]
   OPTIONS {indexConfig: {`vector.dimensions`: $dimension, `vector.similarity_function`: 'cosine', `vector.quantization.type`: 'NONE'}};
 CREATE VECTOR INDEX report_embedding IF NOT EXISTS FOR (n:Report) ON n.embedding WITH [n.accountId]
+  OPTIONS {indexConfig: {`vector.dimensions`: $dimension, `vector.similarity_function`: 'cosine', `vector.quantization.type`: 'NONE'}};
+CREATE VECTOR INDEX project_embedding IF NOT EXISTS FOR (n:Project) ON n.embedding WITH [n.accountId]
   OPTIONS {indexConfig: {`vector.dimensions`: $dimension, `vector.similarity_function`: 'cosine', `vector.quantization.type`: 'NONE'}};
 
 // ── Keyword search: one full-text index over every operator-meaningful label ──────────────────

@@ -9,6 +9,12 @@ after a restart — so the transcript survives; an unpersisted first exchange do
 
 The graph's session id of a conversation is ``public:<slug>:<visitor id>``. A failed write is
 logged and retried with the next message; the visitor's chat goes on.
+
+Each conversation knows when its visitor last spoke (``last_at``, by the injected clock) and
+whether the lead review has read it (once: a visitor who comes back later is not reviewed again,
+so one conversation makes at most one follow-up) (:mod:`appliance.agents.leads`):
+:meth:`Visitors.ended` lists the quiet ones, and a lead found in a first exchange is persisted then
+(:meth:`Visitors.persist`), so its follow-up task can point at it.
 """
 
 from __future__ import annotations
@@ -17,8 +23,10 @@ import asyncio
 import logging
 from collections import OrderedDict
 from dataclasses import dataclass, field
+from datetime import datetime
 
 from appliance.agents.public_agent import Turn
+from appliance.core.clock import Clock, utc_now
 from appliance.core.identity import Caller
 from appliance.rpc.client import RpcClient
 from appliance.rpc.protocol import RpcError
@@ -39,6 +47,8 @@ class Conversation:
     turns: list[Turn] = field(default_factory=list)
     persisted: int = 0  # how many of ``turns`` are in the graph
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    last_at: datetime | None = None  # when the visitor last spoke (None: not in this process)
+    reviewed: bool = False  # the lead review has read it
 
     @property
     def visitor_messages(self) -> int:
@@ -49,10 +59,25 @@ class Conversation:
 class Visitors:
     """Conversations of the account's visitors, in memory and (from message 2) in the graph."""
 
-    def __init__(self, engine: RpcClient, account_id: str) -> None:
+    def __init__(self, engine: RpcClient, account_id: str, clock: Clock = utc_now) -> None:
         self.engine = engine
         self.account_id = account_id
+        self.clock = clock
         self._held: OrderedDict[str, Conversation] = OrderedDict()
+
+    def held(self, session_id: str) -> Conversation | None:
+        """The conversation of ``session_id`` if this process holds it."""
+        return self._held.get(session_id)
+
+    def ended(self, before: datetime) -> list[Conversation]:
+        """Held conversations whose visitor has said nothing since ``before``, not yet reviewed
+        (oldest first)."""
+        quiet = [
+            c
+            for c in self._held.values()
+            if c.turns and not c.reviewed and c.last_at is not None and c.last_at < before
+        ]
+        return sorted(quiet, key=lambda c: c.last_at or before)
 
     def caller(self, conversation: Conversation) -> Caller:
         """Who the app is to the engine for this conversation: the agent, public scope only."""
@@ -94,9 +119,14 @@ class Visitors:
     async def add_exchange(self, conversation: Conversation, text: str, reply: str) -> bool:
         """Remember one message and its reply; persist when due. True when all is in the graph."""
         conversation.turns += [Turn("user", text), Turn("assistant", reply)]
+        conversation.last_at = self.clock()
         self._hold(conversation)
         if conversation.visitor_messages < PERSIST_FROM:
             return False
+        return await self.persist(conversation)
+
+    async def persist(self, conversation: Conversation) -> bool:
+        """Record the turns not yet in the graph; True when all of them are."""
         caller = self.caller(conversation).to_wire()
         for turn in conversation.turns[conversation.persisted :]:
             try:

@@ -105,12 +105,13 @@ async def _message_text(request: Request) -> str:
     return text
 
 
-def routes(ctx: AppContext) -> list[BaseRoute]:
-    """The public chat API (before the ``/{slug}`` catch-all)."""
+def routes(ctx: AppContext, visitors: Visitors | None = None) -> list[BaseRoute]:
+    """The public chat API (before the ``/{slug}`` catch-all); ``visitors`` holds the
+    conversations (shared with the lead review, :mod:`appliance.agents.leads`)."""
     settings = ctx.settings
     client = AnthropicClient(settings)
     gateway = Gateway(client, settings.gateway_model, settings.gateway_timeout)
-    visitors = Visitors(ctx.engine, ctx.account.id)
+    visitors = visitors or Visitors(ctx.engine, ctx.account.id)
     limiter = WindowLimiter(RATE_LIMIT, RATE_WINDOW_S, MAX_TRACKED_ADDRESSES)
     key = load_key(settings.cookie_key_path)
 

@@ -11,11 +11,18 @@ settings /admin/settings: Claude connection, API key, PIN, remote password, othe
 plugins_admin /admin/plugins: the installed plugins, the optional ones turned on and off
 artefacts /admin/artefacts: knowledge documents and agents' templates, opened and edited
 data_admin /api/admin/memory/*: the Data page's notes, edits, scope changes and deletes
+projects /api/admin/projects: the Projects view's list of active projects and their health
+
+While it runs, the app also reviews visitors' ended conversations for leads
+(:mod:`appliance.agents.leads`), with the conversations the public chat holds.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
@@ -25,6 +32,9 @@ from starlette.responses import Response
 from starlette.routing import BaseRoute
 from starlette.types import Scope
 
+from appliance.agents.anthropic_client import AnthropicClient
+from appliance.agents.leads import LeadReview
+from appliance.agents.visitors import Visitors
 from appliance.app import (
     agents_admin,
     artefacts,
@@ -34,6 +44,7 @@ from appliance.app import (
     knowledge,
     pages,
     plugins_admin,
+    projects,
     public,
     sessions,
     sites,
@@ -76,6 +87,8 @@ def create_app(settings: Settings | None = None) -> Starlette:
         account=account,
         engine=RpcClient(settings.engine_socket, timeout=ENGINE_TIMEOUT),
     )
+    visitors = Visitors(ctx.engine, account.id)
+    review = LeadReview(settings, ctx.engine, account.id, AnthropicClient(settings), visitors)
     # Order matters: specific prefixes first, the public catch-all (/{slug}) last.
     routes: list[BaseRoute] = [
         *auth.routes(ctx),
@@ -88,8 +101,9 @@ def create_app(settings: Settings | None = None) -> Starlette:
         *artefacts.routes(ctx),
         *data_admin.routes(ctx),
         *knowledge.routes(ctx),
+        *projects.routes(ctx),
         *pages.routes(ctx),
-        *chat.routes(ctx),
+        *chat.routes(ctx, visitors),
         *public.routes(ctx),
     ]
 
@@ -103,9 +117,21 @@ def create_app(settings: Settings | None = None) -> Starlette:
             return error_response(405, "method-not-allowed", message, headers=exc.headers)
         return error_response(404, "not-found", "Nothing is served at this address.")
 
+    @asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        stop = asyncio.Event()
+        loop = asyncio.create_task(review.run(stop), name="lead-review")
+        try:
+            yield
+        finally:
+            stop.set()
+            await loop
+            await review.client.aclose()
+
     headers = Middleware(security.SecurityHeaders, choose=page_policy)
     return Starlette(
         routes=routes,
         middleware=[headers, *auth.middleware(ctx)],
         exception_handlers={404: no_route, 405: no_route},
+        lifespan=lifespan,
     )

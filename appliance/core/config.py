@@ -399,6 +399,13 @@ SETTINGS: tuple[Setting, ...] = (
         _seconds,
     ),
     Setting(
+        "lead_idle",
+        1800.0,
+        "Seconds without a message after which a visitor's conversation has ended and is "
+        "reviewed for a lead.",
+        _seconds,
+    ),
+    Setting(
         "preset_file",
         Path("/etc/maxy/preset/account.json"),
         "Account preset `maxy firstboot` creates the account from when there is none.",
@@ -523,6 +530,7 @@ class Settings:
     gateway_model: str
     agent_model: str
     gateway_timeout: float
+    lead_idle: float
     preset_file: Path
     service_user: str
     data_disk: Path | None

@@ -35,6 +35,8 @@ TOOL_TIMEOUT = 120.0
 INSTRUCTIONS = {
     "memory": "The owner's memory graph: search it before answering, write what you learn.",
     "contacts": "The owner's contacts: look a person up before creating or changing them.",
+    "projects": "The owner's projects: plan them whole, keep their phase and history true.",
+    "tasks": "The owner's tasks: work-ready says what can be done now; complete with outputs.",
 }
 AUDIT_TIMEOUT = 5.0
 

@@ -9,13 +9,16 @@ A tool is one of two kinds:
   process (a web fetch, the session manager, the account's plugins), with a
   :class:`ToolContext`: :mod:`appliance.mcp.web`, :mod:`appliance.mcp.admin`.
 
+A plugin with many tools keeps them in a module of its own (:mod:`appliance.mcp.scheduling`,
+:mod:`appliance.mcp.work` for projects and tasks) whose tuples are added to :data:`TOOLS`.
+
 ``maxy mcp --plugin NAME`` serves the tools whose ``plugin`` is NAME; each plugin's ``PLUGIN.md``
 lists the same names (a test holds the two equal).
 """
 
 from __future__ import annotations
 
-from appliance.mcp import admin, documents, scheduling, web
+from appliance.mcp import admin, documents, scheduling, web, work
 from appliance.mcp.tool import (
     ALWAYS_LOAD,
     LARGE_RESULT,
@@ -251,6 +254,9 @@ TOOLS: tuple[Tool, ...] = (
     + scheduling.TOOLS
     # contacts: the owner's people
     + CONTACTS_TOOLS
+    # projects and tasks: the owner's work and the ready set
+    + work.PROJECT_TOOLS
+    + work.TASK_TOOLS
 )
 BY_NAME = {tool.name: tool for tool in TOOLS}
 

@@ -12,11 +12,15 @@ A durable call (a tool that changes the graph: memory-write, memory-report-write
 also becomes a ``Task`` (``name`` says what was asked — the tool and the label it wrote; the
 redacted request stays on the ToolCall and the content on the node, so a Task never outranks
 what it wrote in a search — ``status`` completed|failed, ``tool``, ``sessionId``,
+``kind: "audit"`` — never one of the owner's tasks, see :mod:`appliance.memory.work` —
 ``source: "audit"``, ``createdAt``, ``completedAt``), embedded like any memory-write node so
 memory-search finds it:
 ``(ToolCall)-[:PERFORMED]->(Task)-[:PRODUCED]->(node)`` for each node the call created or
 updated, and ``(Conversation)-[:HAS_TASK]->(Task)`` when the call is linked. So "what tools ran
-in the last session?" is one Cypher hop from the session's Conversation.
+in the last session?" is one Cypher hop from the session's Conversation. When the session is
+working on one of the owner's tasks (started ``in_progress`` in it), what the call produced is
+linked to that task too (``PRODUCED``, :func:`appliance.memory.tasks.attach_output`): the
+write-back of the work.
 
 Secrets never reach the graph: values under keys named like a password, secret, token, API key
 or authorization, and text that looks like a key — a bearer token, an ``sk-…`` key, a long hex
@@ -45,6 +49,7 @@ from appliance.memory.errors import EngineError, rejected
 from appliance.memory.graph import Graph
 from appliance.memory.guards import guard
 from appliance.memory.reports import caller_agents, resolve_scope
+from appliance.memory.tasks import attach_output
 from appliance.memory.write import RESERVED, EmbedText, embedding_text, writable_labels
 
 log = logging.getLogger(__name__)
@@ -56,6 +61,7 @@ MAX_PRODUCED = 20
 REDACTED = "[redacted]"
 PLUGIN = "maxy-memory"
 TASK_SOURCE = "audit"
+TASK_KIND = "audit"
 
 _SECRET_KEY = re.compile(
     r"pass(word|wd|phrase)?|secret|token|api[_-]?key|private[_-]?key|access[_-]?key"
@@ -241,6 +247,7 @@ async def record_tool_call(
                 "tool": tool,
                 "sessionId": session,
                 "source": TASK_SOURCE,
+                "kind": TASK_KIND,
             },
             started_at,
             ended_at,
@@ -248,6 +255,8 @@ async def record_tool_call(
             embed,
             model_name,
         )
+    if durable and not is_error:
+        await attach_output(graph, caller, session, targets)
     log.info(
         "[audit] op=record tool=%s session=%s linked=%s error=%s task=%s ms=%.0f",
         tool,

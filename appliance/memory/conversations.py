@@ -291,3 +291,94 @@ async def session_messages(
             {k: row[k] for k in ("id", "role", "text", "createdAt", "order", "key")} for row in rows
         ],
     }
+
+
+# --- the review of visitors' ended conversations (appliance.agents.leads) ---------------------
+
+VISITOR_SESSION_PREFIX = "public:"
+REVIEW_OUTCOMES = ("lead", "none", "delegated")
+MAX_ENDED = 100
+
+
+def _owner_only(caller: Caller, op: str) -> None:
+    if caller.scopes is not None or caller.agent is not None:
+        raise rejected(
+            "conversations",
+            "not-owner",
+            "Only the owner's side reviews visitors' conversations.",
+            op=op,
+        )
+
+
+async def ended_conversations(
+    graph: Graph, caller: Caller, before: datetime, limit: int = 20
+) -> dict[str, Any]:
+    """Visitors' conversations with no message since ``before`` and no review yet, oldest
+    first: what the lead review still has to read."""
+    _owner_only(caller, "ended")
+    rows, _ = await graph.run(
+        "MATCH (c:Conversation {accountId: $account}) "
+        f"WHERE {guard('c')} AND c.sessionId STARTS WITH $prefix "
+        "AND c.lastMessageAt < $before AND c.reviewedAt IS NULL "
+        "RETURN c.sessionId AS sessionId, c.agentSlug AS agentSlug, "
+        "c.lastMessageAt AS lastAt, coalesce(c.messageCount, 0) AS messages "
+        "ORDER BY c.lastMessageAt LIMIT $limit",
+        {
+            **caller.params(),
+            "prefix": VISITOR_SESSION_PREFIX,
+            "before": before,
+            "limit": max(1, min(limit, MAX_ENDED)),
+        },
+    )
+    log.info("[conversations] op=ended found=%d", len(rows))
+    return {"conversations": rows}
+
+
+async def mark_reviewed(
+    graph: Graph,
+    caller: Caller,
+    session_id: str,
+    outcome: str,
+    now: datetime,
+    task_id: str | None = None,
+    person_id: str | None = None,
+) -> dict[str, Any]:
+    """Mark a visitor's conversation reviewed (once: a second mark changes nothing)."""
+    _owner_only(caller, "reviewed")
+    if outcome not in REVIEW_OUTCOMES:
+        raise rejected(
+            "conversations",
+            "invalid-outcome",
+            f"outcome must be one of {', '.join(REVIEW_OUTCOMES)}.",
+        )
+    rows, _ = await graph.run(
+        "MATCH (c:Conversation {accountId: $account, sessionId: $session}) "
+        f"WHERE {guard('c')} AND c.sessionId STARTS WITH $prefix "
+        "WITH c, c.reviewedAt IS NULL AS fresh "
+        "FOREACH (_ IN CASE WHEN fresh THEN [1] ELSE [] END | "
+        "  SET c.reviewedAt = $now, c.reviewOutcome = $outcome, c.leadTaskId = $task, "
+        "  c.leadPersonId = $person) "
+        "RETURN fresh",
+        {
+            **caller.params(),
+            "session": session_id,
+            "prefix": VISITOR_SESSION_PREFIX,
+            "outcome": outcome,
+            "now": now,
+            "task": task_id,
+            "person": person_id,
+        },
+    )
+    if not rows:
+        raise rejected(
+            "conversations",
+            "not-found",
+            f"No visitor conversation of session {session_id} in this account.",
+        )
+    log.info(
+        "[conversations] op=reviewed session=%s outcome=%s changed=%s",
+        session_id,
+        outcome,
+        rows[0]["fresh"],
+    )
+    return {"sessionId": session_id, "changed": bool(rows[0]["fresh"])}

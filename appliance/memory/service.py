@@ -52,12 +52,16 @@ from appliance.memory.errors import (
 from appliance.memory.graph import Graph
 from appliance.memory.guards import guard
 from appliance.memory.ingest import Ingester, IngestRequest
+from appliance.memory.projects import Projects
 from appliance.memory.render import render_structured
 from appliance.memory.scheduling import Scheduling
 from appliance.memory.schema import apply_schema
 from appliance.memory.search import Expander, Searcher, SearchRequest
+from appliance.memory.tasks import Tasks
 from appliance.memory.write import Edge, Writer, WriteRequest
 from appliance.rpc import engine as api
+from appliance.rpc import work as work_api
+from appliance.rpc.calls import Called
 from appliance.rpc.protocol import BadParams
 from appliance.rpc.server import Handler, RpcServer, report_progress
 
@@ -148,6 +152,10 @@ class Engine:
             self.graph, self.embed_one, embedder.model_name, self.owner_zone, utc_now
         )
         self.contacts = Contacts(self.graph, self.writer)
+        self.tasks = Tasks(
+            self.graph, self.embed_one, embedder.model_name, self.owner_zone, utc_now
+        )
+        self.projects = Projects(self.tasks)
 
     @property
     def handlers(self) -> dict[str, Handler]:
@@ -195,6 +203,7 @@ class Engine:
             api.DOCUMENT_VERSIONS.name: api.DOCUMENT_VERSIONS.handler(self.document_versions),
             api.DOCUMENT_VERSION.name: api.DOCUMENT_VERSION.handler(self.document_version),
             api.RESTORE_VERSION.name: api.RESTORE_VERSION.handler(self.restore_version),
+            **self.work_handlers,
         }
         assert set(typed) == set(api.BY_NAME), "every method of the contract has a handler"
         return typed
@@ -212,7 +221,7 @@ class Engine:
         vectors = await loop.run_in_executor(self._bulk_thread, self.embedder.embed_many, texts)
         return [[float(x) for x in vector] for vector in vectors]
 
-    def caller(self, request: api.Called) -> Caller:
+    def caller(self, request: Called) -> Caller:
         """The request's caller; it must belong to this engine's account."""
         try:
             caller = Caller.from_wire(request.caller.model_dump())
@@ -330,7 +339,16 @@ class Engine:
                 delay = min(delay * 2, 10.0)
                 continue
             self.schema_state, self.schema_error = "applied", None
+            await self.warm()
             return
+
+    async def warm(self) -> None:
+        """Build the owner's <previous-context> once, so Neo4j has planned its queries before
+        the first admin spawn asks (planning them takes seconds on a Pi; a spawn waits 3 s)."""
+        try:
+            await context.previous_context(self.projects, Caller(account_id=self.account.id))
+        except EngineError as err:
+            log.warning("[engine] op=warm warn=failed error=%s", err)
 
     async def run(self, notifier: Notifier | None = None) -> None:
         """Serve until SIGTERM or SIGINT; tell systemd (``notifier``) once the socket listens."""
@@ -590,7 +608,7 @@ class Engine:
     async def previous_context(self, call: api.PreviousContextRequest) -> dict[str, Any]:
         """The ``<previous-context>`` block for an admin session of the caller's account."""
         max_chars = context.MAX_CHARS if call.max_chars is None else call.max_chars
-        return await context.previous_context(self.graph, self.caller(call), max_chars=max_chars)
+        return await context.previous_context(self.projects, self.caller(call), max_chars=max_chars)
 
     async def agent_knowledge(self, call: api.AgentKnowledgeRequest) -> dict[str, Any]:
         """A public agent's knowledge: public nodes tagged for it, then its subscriptions' hits."""
@@ -638,6 +656,113 @@ class Engine:
             "truncated": len(rows) > limit or len(subscribed) > limit,
         }
 
+    # --- the owner's work: projects and tasks, and visitors' ended conversations -----------
+
+    @property
+    def work_handlers(self) -> dict[str, Handler]:
+        """The handlers of :mod:`appliance.rpc.work`'s methods."""
+        w = work_api
+        return {
+            w.PROJECT_CREATE.name: w.PROJECT_CREATE.handler(self.project_create),
+            w.PROJECT_LIST.name: w.PROJECT_LIST.handler(self.project_list),
+            w.PROJECT_STATUS.name: w.PROJECT_STATUS.handler(self.project_status),
+            w.PROJECT_UPDATE.name: w.PROJECT_UPDATE.handler(self.project_update),
+            w.PROJECT_COMPLETE.name: w.PROJECT_COMPLETE.handler(self.project_complete),
+            w.PROJECT_ABANDON.name: w.PROJECT_ABANDON.handler(self.project_abandon),
+            w.TASK_CREATE.name: w.TASK_CREATE.handler(self.task_create),
+            w.TASK_UPDATE.name: w.TASK_UPDATE.handler(self.task_update),
+            w.TASK_LIST.name: w.TASK_LIST.handler(self.task_list),
+            w.TASK_RELATE.name: w.TASK_RELATE.handler(self.task_relate),
+            w.TASK_COMPLETE.name: w.TASK_COMPLETE.handler(self.task_complete),
+            w.WORK_READY.name: w.WORK_READY.handler(self.work_ready),
+            w.CONVERSATION_ENDED.name: w.CONVERSATION_ENDED.handler(self.conversation_ended),
+            w.CONVERSATION_REVIEWED.name: w.CONVERSATION_REVIEWED.handler(
+                self.conversation_reviewed
+            ),
+        }
+
+    async def project_create(self, call: work_api.ProjectCreateRequest) -> dict[str, Any]:
+        """A project with its work items and their dependencies, in one transaction."""
+        return await self.projects.create(self.caller(call), self._fields(call), call.now)
+
+    async def project_list(self, call: work_api.ProjectListRequest) -> dict[str, Any]:
+        """Projects of some phases, worst health first."""
+        return await self.projects.listing(
+            self.caller(call), phases=call.phases, limit=call.limit or 100, now=call.now
+        )
+
+    async def project_status(self, call: work_api.ProjectRef) -> dict[str, Any]:
+        """One project in full."""
+        project = await self.projects.status(self.caller(call), call.id, call.now)
+        return {"id": call.id, "project": project}
+
+    async def project_update(self, call: work_api.ProjectUpdateRequest) -> dict[str, Any]:
+        """Change a project."""
+        return await self.projects.update(self.caller(call), call.id, self._fields(call), call.now)
+
+    async def project_complete(self, call: work_api.ProjectCompleteRequest) -> dict[str, Any]:
+        """Complete a project, or ask about the work still open on it."""
+        return await self.projects.complete(
+            self.caller(call), call.id, call.pending, call.note, call.now
+        )
+
+    async def project_abandon(self, call: work_api.ProjectAbandonRequest) -> dict[str, Any]:
+        """Abandon a project for a reason."""
+        return await self.projects.abandon(self.caller(call), call.id, call.reason, call.now)
+
+    async def task_create(self, call: work_api.TaskCreateRequest) -> dict[str, Any]:
+        """Add a task."""
+        return await self.tasks.create(self.caller(call), self._fields(call), call.now)
+
+    async def task_update(self, call: work_api.TaskUpdateRequest) -> dict[str, Any]:
+        """Change a task."""
+        return await self.tasks.update(self.caller(call), call.id, self._fields(call), call.now)
+
+    async def task_list(self, call: work_api.TaskListRequest) -> dict[str, Any]:
+        """The owner's tasks."""
+        return await self.tasks.listing(
+            self.caller(call),
+            project_id=call.project_id,
+            status=call.status,
+            limit=call.limit or 50,
+            now=call.now,
+        )
+
+    async def task_relate(self, call: work_api.TaskRelateRequest) -> dict[str, Any]:
+        """Link a task to its dependencies, project, outputs, contact or conversation."""
+        return await self.tasks.relate(self.caller(call), call.id, self._fields(call), call.now)
+
+    async def task_complete(self, call: work_api.TaskCompleteRequest) -> dict[str, Any]:
+        """Finish a task, attaching what it produced."""
+        outputs = [o.model_dump() for o in call.outputs] if call.outputs is not None else None
+        return await self.tasks.complete(self.caller(call), call.id, outputs, call.note, call.now)
+
+    async def work_ready(self, call: work_api.WorkReadyRequest) -> dict[str, Any]:
+        """The ready set, grouped by project."""
+        return await self.tasks.ready(
+            self.caller(call), project_id=call.project_id, limit=call.limit or 50, now=call.now
+        )
+
+    async def conversation_ended(self, call: work_api.ConversationEndedRequest) -> dict[str, Any]:
+        """Visitors' conversations that went quiet and were not reviewed yet."""
+        return await conversations.ended_conversations(
+            self.graph, self.caller(call), call.before, call.limit
+        )
+
+    async def conversation_reviewed(
+        self, call: work_api.ConversationReviewedRequest
+    ) -> dict[str, Any]:
+        """Mark a visitor's conversation reviewed."""
+        return await conversations.mark_reviewed(
+            self.graph,
+            self.caller(call),
+            call.session_id,
+            call.outcome,
+            call.now or utc_now(),
+            call.task_id,
+            call.person_id,
+        )
+
     # --- scheduling (events and reminders; appliance.memory.scheduling) ------------------
 
     def owner_zone(self) -> ZoneInfo:
@@ -648,7 +773,7 @@ class Engine:
             raise rejected("scheduling", "owner-zone", str(err)) from err
 
     @staticmethod
-    def _fields(call: api.Called) -> dict[str, Any]:
+    def _fields(call: Called) -> dict[str, Any]:
         return call.model_dump(by_alias=True, exclude_unset=True, exclude={"caller", "now", "id"})
 
     async def event_create(self, call: api.EventCreateRequest) -> dict[str, Any]:

@@ -89,6 +89,8 @@ RESERVED = frozenset(
         "scope",
         "agents",
         "emailKey",
+        # The session a task is being worked in (appliance.memory.tasks): set by starting it.
+        "workingSession",
     }
 )
 # label -> (property, its natural key): the key is set only by the module that keeps it.

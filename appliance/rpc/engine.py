@@ -18,7 +18,16 @@ from typing import Any, Literal
 
 from pydantic import Field, JsonValue
 
-from appliance.rpc.caller import SCOPES, Called, CallerWire, scope_field, scopes_field
+from appliance.rpc import work
+from appliance.rpc.calls import (
+    SCOPES,
+    Called,
+    CallerWire,
+    Written,
+    clock_field,
+    scope_field,
+    scopes_field,
+)
 from appliance.rpc.contract import Method, Request, Response
 from appliance.rpc.knowledge import (
     DocumentRef,
@@ -45,15 +54,6 @@ __all__ = [
 ]
 
 RETRIEVAL_CLASSES: tuple[JsonValue, ...] = ("entity", "temporal", "event", "general", "none")
-
-
-class Written(Response):
-    """What a write of one node answers."""
-
-    id: str
-    created: bool
-    embedded: bool
-    warnings: list[str]
 
 
 # --- health and embeddings ---------------------------------------------------------------
@@ -340,13 +340,12 @@ class PreviousContextRequest(Called):
 
 
 class PreviousContextResponse(Response):
-    """The block and what it holds."""
+    """The block, and how many active projects and ready tasks it shows of how many."""
 
     text: str
     chars: int
-    digest: str | None  # the latest review digest's id, None when there is none
-    tasks: dict[str, int]
-    alerts: dict[str, int]
+    projects: dict[str, int]
+    ready: dict[str, int]
 
 
 # --- the Graph page and public agents ----------------------------------------------------
@@ -410,11 +409,6 @@ _RULE = (
     "How it repeats: an RFC 5545 RRULE such as FREQ=WEEKLY;BYDAY=TU or "
     "FREQ=MONTHLY;BYMONTHDAY=1;COUNT=6 (none: once)."
 )
-
-
-def clock_field() -> Any:
-    """A call's "now": the manager's clock or a test's; unset, the engine's own clock."""
-    return Field(default=None, description="Now (the engine's clock when unset).")
 
 
 class EventFields(Called):
@@ -826,6 +820,8 @@ METHODS: tuple[Method[Any, Any], ...] = (
     DOCUMENT_VERSIONS,
     DOCUMENT_VERSION,
     RESTORE_VERSION,
+    # projects and tasks, and the review of visitors' ended conversations
+    *work.METHODS,
 )
 BY_NAME = {method.name: method for method in METHODS}
 

@@ -10,7 +10,7 @@ from typing import Any
 
 from pydantic import Field
 
-from appliance.rpc.caller import Called, scope_field
+from appliance.rpc.calls import Called, scope_field
 from appliance.rpc.contract import Response
 
 

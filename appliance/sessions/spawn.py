@@ -17,10 +17,11 @@ Two kinds of spawn:
   (``scheduling``: ``current-datetime``, ``time-resolve``).
 
 An admin spawn also starts with what the memory graph holds for it: the engine's
-``context.previous`` block (``<previous-context>`` — latest review digest, open tasks, recent
-alerts; see :mod:`appliance.memory.context`) goes in ``--append-system-prompt``, ahead of any
-system prompt of the request. A public spawn never gets it. When the engine cannot answer, the
-session starts without it and ``[sessions] warn reason=context-unavailable`` is logged once.
+``context.previous`` block (``<previous-context>`` — the active projects with their health, and
+the ready set of tasks by project; see :mod:`appliance.memory.context`) goes in
+``--append-system-prompt``, ahead of any system prompt of the request. A public spawn never gets
+it. When the engine cannot answer, the session starts without it and
+``[sessions] warn reason=context-unavailable`` is logged once.
 
 Both kinds authenticate with the owner's Claude subscription once it is connected (Connect
 Claude, :mod:`appliance.sessions.login`): the stored token is read at each spawn and given as

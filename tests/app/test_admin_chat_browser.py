@@ -51,10 +51,7 @@ def stack(neo4j_server: Neo4jServer, tmp_path_factory: pytest.TempPathFactory) -
         MAXY_STOP_GRACE="1",
     )
     with running_stack(env, root / "logs", "engine", "app", "edge") as running:
-        running.rpc(
-            "write",
-            {"label": "Task", "properties": {"name": "Oil the gate", "priority": "high"}},
-        )
+        running.rpc("task.create", {"name": "Oil the gate", "priority": "high"})
         start_manager(running)
         yield running
 
@@ -162,10 +159,10 @@ def test_a_session_started_from_the_ui_shows_bubbles_and_collapsed_tool_calls(
             "produced": None,
         },
     ]
-    # The spawn carried the owner's open tasks in its <previous-context>.
+    # The spawn carried the owner's ready tasks in its <previous-context>.
     record = stack.env.vars["CLAUDE_DOUBLE_RECORD"]
     with open(f"{record}/{session_id}.json") as handle:
         argv = json.load(handle)["argv"]
     [appended] = option(argv, "--append-system-prompt")
-    assert appended.startswith("<previous-context>") and "- [high] Oil the gate" in appended
+    assert appended.startswith("<previous-context>") and "  - [high] Oil the gate" in appended
     admin.click("#session-stop")

@@ -43,9 +43,16 @@ def test_the_arm64_requirements_hold_one_version_each_and_no_markers() -> None:
     import sys
 
     done = subprocess.run(
-        [sys.executable, str(REPO / "build" / "freeze_requirements.py"),
-         "--python-full-version", "3.11.2", str(REPO / "build" / "freeze.lock")],
-        capture_output=True, text=True, check=True,
+        [
+            sys.executable,
+            str(REPO / "build" / "freeze_requirements.py"),
+            "--python-full-version",
+            "3.11.2",
+            str(REPO / "build" / "freeze.lock"),
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
     )
     pins = [line for line in done.stdout.splitlines() if re.match(r"[A-Za-z0-9_.-]+==", line)]
     names = [re.sub(r"[-_.]+", "-", line.split("==")[0]).lower() for line in pins]

@@ -5,14 +5,18 @@ from __future__ import annotations
 import uuid
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime
+from zoneinfo import ZoneInfo
 
 import pytest
 
 from appliance.core.identity import Caller
 from appliance.memory.embedder import Embedder
 from appliance.memory.graph import Graph
+from appliance.memory.projects import Projects
 from appliance.memory.schema import apply_schema
 from appliance.memory.search import Searcher
+from appliance.memory.tasks import Tasks
 from appliance.memory.write import EmbedText, EmbedTexts, Writer
 from tests.support.processes import Neo4jServer
 
@@ -70,3 +74,21 @@ async def memory(neo4j_server: Neo4jServer, embedder: Embedder) -> AsyncIterator
         "MATCH (n) WHERE n.accountId STARTS WITH $a DETACH DELETE n", {"a": caller.account_id}
     )
     await graph.close()
+
+
+# The owner's work on a fixed clock: a Wednesday morning in Paris.
+PARIS = ZoneInfo("Europe/Paris")
+WORK_NOW = datetime(2026, 4, 15, 8, 0, tzinfo=UTC)
+
+
+def work_of(memory: Memory, zone: ZoneInfo = PARIS, now: datetime = WORK_NOW) -> Projects:
+    """The projects and tasks services of ``memory``'s graph, in ``zone``, at ``now``."""
+    tasks = Tasks(
+        memory.graph, memory.writer.embed, memory.writer.model_name, lambda: zone, lambda: now
+    )
+    return Projects(tasks)
+
+
+@pytest.fixture
+def projects(memory: Memory) -> Projects:
+    return work_of(memory)

@@ -14,11 +14,18 @@ Documents (ingested, so with sections, chunks and versions) under deletes and re
 interleaved, some asked by a caller of the other account: after every step, every read path
 (keyword search, the Graph page's sample and neighbourhood, the versions list) shows exactly the
 live documents of the caller's account, whole, and a stranger's delete or restore changes
-nothing."""
+nothing.
+
+So are the owner's projects and tasks (made through their services across both accounts, in
+projects and depending on each other, some soft-deleted): the project list, a project's status,
+the task list, the ready set, the <previous-context> block and search show exactly the caller's
+live work; another account's (or a deleted) project or task is "no such" to update, complete,
+abandon, depend on or put a task in, and nothing of it changes; a public agent is refused."""
 
 from __future__ import annotations
 
 import asyncio
+import re
 import uuid
 from dataclasses import dataclass
 from typing import Any
@@ -30,15 +37,19 @@ from hypothesis import strategies as st
 from appliance.core.identity import Caller
 from appliance.memory import explore, versions
 from appliance.memory.contacts import Contacts
+from appliance.memory.context import previous_context
 from appliance.memory.conversations import conversation_search
 from appliance.memory.embedder import Embedder
 from appliance.memory.errors import NotFound, WriteRejected
 from appliance.memory.graph import Graph
 from appliance.memory.ingest import Ingester, IngestRequest
 from appliance.memory.lifecycle import restore, soft_delete
+from appliance.memory.projects import Projects
 from appliance.memory.schema import apply_schema
 from appliance.memory.search import Searcher, SearchRequest
+from appliance.memory.tasks import Tasks
 from appliance.memory.write import Writer
+from tests.memory.conftest import PARIS, WORK_NOW
 from tests.support.processes import Neo4jServer
 
 WORDS = ["garden", "boiler", "birthday", "key", "coffee", "invoice", "roof", "piano", "dentist"]
@@ -485,3 +496,172 @@ def test_deletes_and_restores_vanish_and_return_on_every_read_path_at_once(
     neo4j_server: Neo4jServer, embedder: Embedder, plan: list[Any]
 ) -> None:
     assert asyncio.run(check_lifecycle(neo4j_server, embedder, plan)) > 0
+
+
+# --- the owner's work: projects and tasks made through their services ------------------------
+
+
+@dataclass(frozen=True)
+class WorkSpec:
+    mine: bool
+    project: int | None  # index of a project of the same account (when there is one)
+    depends: int | None  # index of an earlier task of the same account
+    deleted: bool
+
+
+work_specs = st.tuples(
+    st.lists(st.tuples(st.booleans(), st.booleans()), min_size=1, max_size=4),  # (mine, deleted)
+    st.lists(
+        st.builds(
+            WorkSpec,
+            mine=st.booleans(),
+            project=st.none() | st.integers(0, 3),
+            depends=st.none() | st.integers(0, 7),
+            deleted=st.booleans(),
+        ),
+        min_size=1,
+        max_size=8,
+    ),
+)
+
+
+def _refused(err: WriteRejected, what: str, node_id: str) -> None:
+    assert str(err).startswith(f"No {what} with id {node_id} in this account"), str(err)
+
+
+async def check_work(
+    server: Neo4jServer,
+    embedder: Embedder,
+    projects: list[tuple[bool, bool]],
+    tasks: list[WorkSpec],
+) -> int:
+    accounts = {True: f"iso-{uuid.uuid4()}", False: f"iso-{uuid.uuid4()}"}
+    graph = Graph(server.uri, "neo4j", server.password)
+    await apply_schema(graph, embedder.dimension)
+
+    async def embed(text: str) -> list[float]:
+        return [float(x) for x in embedder.embed(text)]
+
+    service = Projects(Tasks(graph, embed, embedder.model_name, lambda: PARIS, lambda: WORK_NOW))
+    try:
+        made_projects: dict[bool, list[tuple[str, str, bool]]] = {True: [], False: []}
+        for n, (mine, deleted) in enumerate(projects):
+            owner = Caller(account_id=accounts[mine])
+            done = await service.create(owner, {"name": f"proj{n}x"})
+            made_projects[mine].append((done["id"], f"proj{n}x", deleted))
+        made_tasks: dict[bool, list[tuple[str, str, bool]]] = {True: [], False: []}
+        for n, spec in enumerate(tasks):
+            owner = Caller(account_id=accounts[spec.mine])
+            fields: dict[str, Any] = {"name": f"task{n}x"}
+            own_projects, own_tasks = made_projects[spec.mine], made_tasks[spec.mine]
+            if spec.project is not None and spec.project < len(own_projects):
+                fields["projectId"] = own_projects[spec.project][0]
+            if spec.depends is not None and spec.depends < len(own_tasks):
+                fields["dependsOn"] = [own_tasks[spec.depends][0]]
+            done = await service.tasks.create(owner, fields)
+            made_tasks[spec.mine].append((done["id"], f"task{n}x", spec.deleted))
+        for side in (True, False):
+            owner = Caller(account_id=accounts[side])
+            for node_id, _, deleted in made_projects[side]:
+                if deleted:
+                    await soft_delete(graph, owner, "Project", node_id)
+            for node_id, _, deleted in made_tasks[side]:
+                if deleted:
+                    await soft_delete(graph, owner, "Task", node_id)
+        await graph.run("CALL db.awaitIndexes(60)")
+        searcher = Searcher(graph, embed)
+        checked = 0
+        for side in (True, False):
+            owner = Caller(account_id=accounts[side])
+            live_projects = {i for i, _, d in made_projects[side] if not d}
+            live_tasks = {i for i, _, d in made_tasks[side] if not d}
+            listed = await service.listing(owner, phases=["planning"])
+            assert {p["id"] for p in listed["projects"]} == live_projects
+            found = await service.tasks.listing(owner, status="all", limit=200)
+            assert {t["id"] for t in found["tasks"]} == live_tasks
+            ready = await service.tasks.ready(owner, limit=200)
+            assert {t["id"] for g in ready["groups"] for t in g["tasks"]} <= live_tasks
+            for project in listed["projects"]:
+                full = await service.status(owner, project["id"])
+                assert {t["id"] for t in full["tasks"]} <= live_tasks
+            text = (await previous_context(service, owner, now=WORK_NOW))["text"]
+            foreign = [n for _, n, _ in made_projects[not side] + made_tasks[not side]]
+            gone = [n for _, n, d in made_projects[side] + made_tasks[side] if d]
+            for name in foreign + gone:
+                assert not re.search(rf"\b{name}\b", text), (name, text)
+            for name in [n for _, n, _ in made_tasks[side] + made_projects[side]][:3]:
+                result = await searcher.search(owner, SearchRequest(name, limit=20))
+                for cand in result.results:
+                    assert cand.node_id in live_tasks | live_projects, (side, name, cand.node_id)
+                    checked += 1
+            # Another account's ids (and this one's deleted ones): "no such", nothing changes.
+            for node_id, _, _ in made_tasks[not side] + [t for t in made_tasks[side] if t[2]]:
+                for attempt in (
+                    service.tasks.update(owner, node_id, {"note": "taken over"}),
+                    service.tasks.complete(owner, node_id),
+                ):
+                    try:
+                        await attempt
+                    except WriteRejected as err:
+                        _refused(err, "task", node_id)
+                    else:
+                        raise AssertionError(f"changed a task it may not see: {node_id}")
+                    checked += 1
+                if live_tasks:
+                    try:
+                        await service.tasks.relate(
+                            owner, sorted(live_tasks)[0], {"dependsOn": [node_id]}
+                        )
+                    except WriteRejected as err:
+                        _refused(err, "task", node_id)
+                    else:
+                        raise AssertionError(f"depended on a task it may not see: {node_id}")
+            for node_id, _, _ in made_projects[not side] + [p for p in made_projects[side] if p[2]]:
+                for call in (
+                    service.status(owner, node_id),
+                    service.abandon(owner, node_id, "taken over"),
+                    service.tasks.create(owner, {"name": "sneaky", "projectId": node_id}),
+                ):
+                    try:
+                        await call
+                    except WriteRejected as err:
+                        _refused(err, "project", node_id)
+                    else:
+                        raise AssertionError(f"used a project it may not see: {node_id}")
+                    checked += 1
+            visitor = Caller(account_id=accounts[side], scopes=("public",), agent="bob")
+            for call in (service.listing(visitor), service.tasks.ready(visitor)):
+                try:
+                    await call
+                except WriteRejected as err:
+                    assert "owner's" in str(err)
+                else:
+                    raise AssertionError("a public agent read the owner's work")
+        changed, _ = await graph.run(
+            "MATCH (n) WHERE n.accountId IN $accounts AND (n:ProgressEntry OR n.name = 'sneaky' "
+            "OR n.phase = 'abandoned' OR n.status = 'done') RETURN count(n) AS changed",
+            {"accounts": list(accounts.values())},
+        )
+        assert changed[0]["changed"] == 0
+        return checked
+    finally:
+        await graph.run(
+            "MATCH (n) WHERE n.accountId IN $accounts DETACH DELETE n",
+            {"accounts": list(accounts.values())},
+        )
+        await graph.close()
+
+
+@pytest.mark.timeout(1200)
+@settings(
+    max_examples=12,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
+    phases=[Phase.explicit, Phase.reuse, Phase.generate],
+)
+@given(spec=work_specs)
+def test_projects_and_tasks_never_cross_accounts(
+    neo4j_server: Neo4jServer, embedder: Embedder, spec: Any
+) -> None:
+    projects, tasks = spec
+    assert asyncio.run(check_work(neo4j_server, embedder, projects, tasks)) > 0

@@ -42,6 +42,7 @@ VECTOR_LABELS = [
     "Workflow",
     "Preference",
     "Report",
+    "Project",
 ]
 
 

@@ -100,20 +100,18 @@ def blocks(entries: list[dict[str, Any]], kind: str) -> list[dict[str, Any]]:
 def test_admin_spawns_start_with_the_previous_context_and_public_ones_never(
     stack: Stack,
 ) -> None:
+    stack.rpc("task.create", {"name": "Renew the car insurance", "priority": "high"})
     stack.rpc(
-        "write",
-        {"label": "Task", "properties": {"name": "Renew the car insurance", "priority": "high"}},
-    )
-    stack.rpc(
-        "write",
-        {"label": "ReviewAlert", "properties": {"title": "Backup failed", "severity": "critical"}},
+        "project.create",
+        {"name": "Garden shed", "phase": "blocked", "items": [{"name": "Pour the base"}]},
     )
     admin = stack.manager.spawn("good morning", systemPrompt="Be brief.")
     [appended] = option(stack.argv(admin["id"]), "--append-system-prompt")
     assert appended.startswith("<previous-context>\n")
     context, _, own = appended.partition("</previous-context>")
-    assert "- [high] Renew the car insurance" in context
-    assert "- [critical] Backup failed" in context
+    assert "- [red] Garden shed (blocked, standard) — 0/1 done; the project is blocked" in context
+    assert "  - [high] Renew the car insurance" in context
+    assert "Pour the base" not in context  # a blocked project holds its tasks back
     # Then the enabled plugins' instructions, then the request's own system prompt.
     plugins, _, own = own.rpartition("</plugin>")
     assert '<plugin name="memory">' in plugins

@@ -1,7 +1,11 @@
-"""What every engine request made on behalf of someone carries: the caller, and scope fields.
+"""What every engine request shares: the caller it is made for, scope fields, a write's answer,
+the clock.
 
-Set by the calling process from its own environment, never by an agent; the engine refuses any
-account but its own (:mod:`appliance.memory.service`).
+The caller is set by the calling process from its own environment, never by an agent; the engine
+refuses any account but its own (:mod:`appliance.memory.service`).
+
+Kept apart from the methods (:mod:`appliance.rpc.engine`, :mod:`appliance.rpc.work`,
+:mod:`appliance.rpc.knowledge`) so each family of methods can build on them.
 """
 
 from __future__ import annotations
@@ -10,7 +14,7 @@ from typing import Any
 
 from pydantic import Field, JsonValue
 
-from appliance.rpc.contract import Request
+from appliance.rpc.contract import Request, Response
 
 SCOPES: list[JsonValue] = ["public", "shared", "admin"]
 
@@ -43,3 +47,28 @@ class Called(Request):
     """A request made on behalf of a caller."""
 
     caller: CallerWire = Field(default_factory=CallerWire)
+
+
+class Written(Response):
+    """What a write of one node answers."""
+
+    id: str
+    created: bool
+    embedded: bool
+    warnings: list[str]
+
+
+def clock_field() -> Any:
+    """A call's "now": the manager's clock or a test's; unset, the engine's own clock."""
+    return Field(default=None, description="Now (the engine's clock when unset).")
+
+
+__all__ = [
+    "SCOPES",
+    "Called",
+    "CallerWire",
+    "Written",
+    "clock_field",
+    "scope_field",
+    "scopes_field",
+]
