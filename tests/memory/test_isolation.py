@@ -277,7 +277,13 @@ def test_no_read_path_leaks(
     texts = {" ".join(s.words) for s in specs} | {" ".join(q[0]) for q in query_list} | set(WORDS)
     vectors = {t: [float(x) for x in embedder.embed(t)] for t in texts}
     checked = asyncio.run(check(neo4j_server, vectors, specs, edges, query_list))
-    assert checked > 0
+    assert tally("read-paths", checked) > 0
+
+
+def tally(family: str, checked: int) -> int:
+    """Print one example's count of checks (``pytest -s`` shows the property's reach)."""
+    print(f"[isolation] family={family} checks={checked}")
+    return checked
 
 
 # --- the contact book: Person nodes made through its methods ---------------------------------
@@ -400,7 +406,7 @@ async def check_contacts(server: Neo4jServer, embedder: Embedder, specs: list[Co
 def test_contacts_never_cross_accounts(
     neo4j_server: Neo4jServer, embedder: Embedder, specs: list[Contact]
 ) -> None:
-    assert asyncio.run(check_contacts(neo4j_server, embedder, specs)) > 0
+    assert tally("contacts", asyncio.run(check_contacts(neo4j_server, embedder, specs))) > 0
 
 
 # --- documents under deletes and restores, interleaved -------------------------------------
@@ -495,7 +501,7 @@ async def _one(embedder: Embedder, text: str) -> list[float]:
 def test_deletes_and_restores_vanish_and_return_on_every_read_path_at_once(
     neo4j_server: Neo4jServer, embedder: Embedder, plan: list[Any]
 ) -> None:
-    assert asyncio.run(check_lifecycle(neo4j_server, embedder, plan)) > 0
+    assert tally("lifecycle", asyncio.run(check_lifecycle(neo4j_server, embedder, plan))) > 0
 
 
 # --- the owner's work: projects and tasks made through their services ------------------------
@@ -664,4 +670,4 @@ def test_projects_and_tasks_never_cross_accounts(
     neo4j_server: Neo4jServer, embedder: Embedder, spec: Any
 ) -> None:
     projects, tasks = spec
-    assert asyncio.run(check_work(neo4j_server, embedder, projects, tasks)) > 0
+    assert tally("work", asyncio.run(check_work(neo4j_server, embedder, projects, tasks))) > 0
