@@ -127,7 +127,7 @@ def boot(qemu: str, card: Card, disk: Path, tmp_path: Path) -> Boot:
         "-drive",
         f"file={disk},format=raw,if=virtio,snapshot=on",
         "-netdev",
-        "user,id=net0,hostfwd=tcp:127.0.0.1:0-:19200"  # qemu binds a free port,
+        "user,id=net0,hostfwd=tcp:127.0.0.1:0-:19200",  # qemu binds a free port
         "-device",
         "virtio-net-pci,netdev=net0",
     ]
