@@ -28,7 +28,7 @@ from appliance.core.clock import utc_now
 from appliance.core.config import Settings
 from appliance.core.identity import Caller, GuardError
 from appliance.core.systemd import Notifier
-from appliance.memory import audit, context, conversations, explore, lifecycle, reports
+from appliance.memory import audit, channels, context, conversations, explore, lifecycle, reports
 from appliance.memory import reindex as reindexing
 from appliance.memory.contacts import Contacts
 from appliance.memory.embedder import Embedder
@@ -169,6 +169,11 @@ class Engine:
             api.CONTACT_LOOKUP.name: api.CONTACT_LOOKUP.handler(self.contact_lookup),
             api.CONTACT_UPDATE.name: api.CONTACT_UPDATE.handler(self.contact_update),
             api.CONTACT_LIST.name: api.CONTACT_LIST.handler(self.contact_list),
+            # channels
+            api.CHANNEL_RECORD.name: api.CHANNEL_RECORD.handler(self.channel_record),
+            api.CHANNEL_UPDATE.name: api.CHANNEL_UPDATE.handler(self.channel_update),
+            api.CHANNEL_PENDING.name: api.CHANNEL_PENDING.handler(self.channel_pending),
+            api.CHANNEL_CHATS.name: api.CHANNEL_CHATS.handler(self.channel_chats),
         }
         assert set(typed) == set(api.BY_NAME), "every method of the contract has a handler"
         return typed
@@ -458,6 +463,26 @@ class Engine:
         return await self.contacts.listing(
             self.caller(call), page=call.page, page_size=call.page_size
         )
+
+    # --- channels (appliance.memory.channels) -------------------------------------------
+
+    async def channel_record(self, call: api.ChannelRecordRequest) -> dict[str, Any]:
+        """Keep one channel message, once per key."""
+        return await channels.record(
+            self.graph, self.caller(call), self.embed_one, self.embedder.model_name, call
+        )
+
+    async def channel_update(self, call: api.ChannelUpdateRequest) -> dict[str, Any]:
+        """Move an inbound channel message along its handling."""
+        return await channels.update(self.graph, self.caller(call), call)
+
+    async def channel_pending(self, call: api.ChannelPendingRequest) -> dict[str, Any]:
+        """Inbound messages whose handling has not ended."""
+        return await channels.pending(self.graph, self.caller(call), call.channel, call.limit)
+
+    async def channel_chats(self, call: api.ChannelChatsRequest) -> dict[str, Any]:
+        """A channel's chats, newest first."""
+        return await channels.chats(self.graph, self.caller(call), call.channel, call.limit)
 
     async def graph_sample(self, call: api.GraphSampleRequest) -> dict[str, Any]:
         """A guarded sample of the graph for the Graph page."""
