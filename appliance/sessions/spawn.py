@@ -8,9 +8,10 @@ Two kinds of spawn:
   ``--plugin-dir``, its instructions in the system prompt; ``--add-dir`` names the bundled agent
   directories, permission mode and model come from the request or the settings, and
   ``--resume`` continues an earlier session; ``sessionId`` chooses a new session's id (a
-  channel's per-sender thread is one id, the same after every restart). With a ``role`` (a role of an enabled plugin), the
-  session runs as that role, ``--agent <plugin>:<role>``: its prompt and its ``tools:`` line; a
-  specialist (``specialist: true``) is one the manager's caps count as such.
+  channel's per-sender thread is one id, the same after every restart). With a ``role`` (a role
+  of an enabled plugin), the session runs as that role, ``--agent <plugin>:<role>``: its prompt
+  and its ``tools:`` line; a specialist (``specialist: true``) is one the manager's caps count
+  as such.
 - ``public-spawn``: a visitor's chat: ``--strict-mcp-config`` with only the plugins that allow a
   public tool (their servers list only those tools), no built-in tools (``--tools ""``), an
   allow-list of exactly the public tools and a deny list covering the native tools and every

@@ -20,7 +20,7 @@ from typing import Any
 TERMINAL_STOP_REASONS = frozenset({"end_turn", "stop_sequence", "max_tokens", "refusal"})
 
 
-def _is_prompt(entry: dict[str, Any]) -> bool:
+def is_prompt(entry: dict[str, Any]) -> bool:
     """A user line typed or sent by a person, not a tool result or a meta line."""
     if entry.get("isMeta") or entry.get("isSidechain"):
         return False
@@ -91,7 +91,7 @@ class Transcript:
         elif kind == "summary" and isinstance(entry.get("summary"), str):
             self.titles["summary"] = entry["summary"]
         elif kind == "user" and not entry.get("isSidechain"):
-            if _is_prompt(entry):
+            if is_prompt(entry):
                 self.prompts += 1
             self.turn_ended = False
         elif kind == "assistant" and not entry.get("isSidechain"):
