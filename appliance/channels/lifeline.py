@@ -312,10 +312,10 @@ class Lifeline:
         except ChannelError as err:
             await self._failed(message, err)
             return
+        await self._record_reply(message, sent, text)
         await self._update(
             message, state="answered", reply_state="sent", reply_message_id=sent, outcome=outcome
         )
-        await self._record_reply(message, sent, text)
         self._answered(message, outcome, started)
 
     async def _failed(self, message: dict[str, Any], err: Exception) -> None:
@@ -418,16 +418,19 @@ class Lifeline:
         pieces: list[str] = []
         sent: str | None = None
 
+        shown = ""  # the text the sent message holds now
+
         async def on_text(piece: str) -> None:
-            nonlocal sent
+            nonlocal sent, shown
             pieces.append(piece.strip())
-            body = "\n\n".join(pieces)
+            body = split("\n\n".join(pieces), self.outbound.limit)[0]
             if sent is None:
                 await self._update(message, state="replying", reply_state="sending")
-                sent = await self.outbound.reply(message, split(body, self.outbound.limit)[0])
+                sent = await self.outbound.reply(message, body)
                 await self._update(message, reply_state="sent", reply_message_id=sent)
-            elif len(body) <= self.outbound.limit:
+            elif body != shown:
                 await self.outbound.revise(message, sent, body)
+            shown = body
 
         ack = asyncio.create_task(self._watch_ack(message, turn, seen))
         outcome, reply = "relay-ok", None
@@ -480,16 +483,16 @@ class Lifeline:
             if sent is None:
                 await self._reply_once(message, reply or UNAVAILABLE, outcome, started)
                 return
-            body = "\n\n".join(pieces)
-            if reply is None:
-                await self.outbound.revise(message, sent, split(body, self.outbound.limit)[0])
-                for part in split(body, self.outbound.limit)[1:]:
-                    await self.outbound.reply(message, part)
+            parts = split("\n\n".join(pieces), self.outbound.limit)
+            if parts and parts[0] != shown:
+                await self.outbound.revise(message, sent, parts[0])
+            for part in parts[1:]:  # a long answer goes on in more messages
+                await self.outbound.reply(message, part)
         except ChannelError as err:
             await self._failed(message, err)
             return
-        await self._update(message, state="answered", outcome=outcome)
         await self._record_reply(message, sent, "\n\n".join(pieces))
+        await self._update(message, state="answered", outcome=outcome)
         self._answered(message, outcome, started)
 
     async def _watch_ack(self, message: dict[str, Any], turn: Turn, seen: Seen) -> None:

@@ -14,9 +14,10 @@ or ``{"ok": false, "error_code": …, "description": …}`` — for the methods 
   found", as for a real bot (it cannot write first).
 
 Parameters come as JSON, a URL-encoded form (what python-telegram-bot sends; objects as JSON
-text) or a query string. A token not in ``tokens`` is 401 Unauthorized. ``delay`` holds every
-answer that long (the API's own latency, which the lifeline's figures leave out). ``fail(method,
-status, description, times)`` makes the next calls of a method fail.
+text) or a query string. A token not in ``tokens`` (or added by ``add_bot``) is 401
+Unauthorized. ``delay`` holds every answer that long (the API's own latency, which the
+lifeline's figures leave out). ``fail(method, status, description, times)`` makes the next calls
+of a method fail; ``redeliver(update_id)`` hands an update out once more (a duplicate).
 
 A test writes as a person would (:meth:`FakeTelegram.message`) and reads what the bot did:
 ``sent`` (every sendMessage, with the message it replied to), ``edits``, ``actions``, ``calls``.
@@ -84,12 +85,14 @@ class FakeTelegram:
         bot_id: int = BOT_ID,
         delay: float = 0.0,
     ) -> None:
-        self.tokens = set(tokens)
+        self.bots = {token: (bot_id, username) for token in tokens}
         self.username = username
         self.bot_id = bot_id
         self.delay = delay
         self.lock = threading.Condition()
         self.updates: list[dict[str, Any]] = []
+        self._all: list[dict[str, Any]] = []
+        self.again: list[dict[str, Any]] = []
         self.delivered: dict[int, Delivered] = {}
         self.next_update_id = 1000
         self.chats: dict[int, _Chat] = {}
@@ -199,6 +202,7 @@ class FakeTelegram:
             update_id = self.next_update_id
             self.next_update_id += 1
             self.updates.append({"update_id": update_id, "message": message})
+            self._all.append(self.updates[-1])
             delivered = Delivered(update_id, chat, message_id, sender, text)
             self.delivered[update_id] = delivered
             self.lock.notify_all()
@@ -212,6 +216,17 @@ class FakeTelegram:
             self.updates.append({"update_id": update_id, "my_chat_member": {"date": 0}})
             self.lock.notify_all()
             return update_id
+
+    def add_bot(self, token: str, bot_id: int, username: str) -> None:
+        """Another bot (another token) this API accepts."""
+        with self.lock:
+            self.bots[token] = (bot_id, username)
+
+    def redeliver(self, update_id: int) -> None:
+        """Deliver an update once more in the next batch, whatever the offset (a duplicate)."""
+        with self.lock:
+            self.again.append(next(u for u in self._all if u["update_id"] == update_id))
+            self.lock.notify_all()
 
     def fail(self, method: str, status: int, description: str, times: int = 1) -> None:
         """The next ``times`` calls of ``method`` answer ``status`` with ``description``."""
@@ -274,7 +289,7 @@ class FakeTelegram:
     def _call(self, token: str, method: str, params: dict[str, Any]) -> tuple[int, dict[str, Any]]:
         with self.lock:
             self.calls.append((method, params))
-            if token not in self.tokens:
+            if token not in self.bots:
                 return self._error(401, "Unauthorized")
             queued = self.failures.get(method)
             if queued:
@@ -283,7 +298,11 @@ class FakeTelegram:
             return self._get_updates(params)
         with self.lock:
             if method == "getMe":
-                return 200, {"ok": True, "result": self._me()}
+                bot_id, username = self.bots[token]
+                return 200, {
+                    "ok": True,
+                    "result": {**self._me(), "id": bot_id, "username": username},
+                }
             if method == "deleteWebhook":
                 return 200, {"ok": True, "result": True}
             if method in ("sendMessage", "editMessageText", "sendChatAction"):
@@ -368,8 +387,9 @@ class FakeTelegram:
                         "Conflict: terminated by other getUpdates request; make sure that only "
                         "one bot instance is running",
                     )
-                batch = self.updates[:limit]
+                batch = self.again + self.updates[:limit]
                 if batch or time.monotonic() >= deadline:
+                    self.again = []
                     break
                 self.lock.wait(min(0.5, deadline - time.monotonic()))
             now = time.monotonic()

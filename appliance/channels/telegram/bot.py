@@ -186,7 +186,7 @@ class TelegramBot:
             async with self._calling("editMessageText"):
                 await self.bot.edit_message_text(text, int(chat_id), int(message_id))
         except ChannelRefused as err:
-            if NOT_MODIFIED not in str(err):
+            if NOT_MODIFIED not in str(err).lower():
                 raise
 
     async def typing(self, chat_id: str) -> None:
