@@ -5,12 +5,14 @@ API) and Anthropic (the local Messages API) are replaced, at their wire."""
 from __future__ import annotations
 
 import json
+import os
+import signal
 import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 
 from appliance.channels import status
@@ -85,12 +87,21 @@ class Channels:
         )
         return role
 
+    def status(self) -> dict[str, Any]:
+        return status.read(self.settings.channels_dir, "telegram")
+
     def state(self) -> str:
-        return str(status.read(self.settings.channels_dir, "telegram").get("state"))
+        return str(self.status().get("state"))
 
     def stop(self) -> None:
         if self.role is not None:
             self.role.stop()
+
+    def kill(self) -> None:
+        """SIGKILL the role (no clean shutdown), as a crash or a power cut would."""
+        if self.role is not None and self.role.proc.poll() is None:
+            os.killpg(self.role.proc.pid, signal.SIGKILL)
+            self.role.proc.wait(10)
 
     def output(self) -> str:
         return "\n".join(
@@ -128,7 +139,7 @@ class Channels:
         )
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def channels(
     neo4j_server: Neo4jServer, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Channels]:
@@ -158,5 +169,12 @@ def channels(
                 running.stop()
 
 
-def log_of(path: Path) -> str:
-    return path.read_text(errors="replace")
+def manager_row(channels: Channels, session: str) -> dict[str, Any] | None:
+    """A session's row in the manager, or None when it has none."""
+    sock = channels.settings.manager_socket
+    with httpx.Client(transport=httpx.HTTPTransport(uds=str(sock)), base_url="http://m") as http:
+        answer = http.get(f"/{session}")
+        if answer.status_code == 404:
+            return None
+        row: dict[str, Any] = answer.json()["row"]
+        return row

@@ -11,7 +11,7 @@ from collections.abc import Iterator
 import pytest
 
 from appliance.channels.admin_turn import thread_id
-from tests.channels.conftest import OWNER, PUBLIC_ANSWER, Channels
+from tests.channels.conftest import OWNER, PUBLIC_ANSWER, Channels, manager_row
 from tests.support.processes import wait_until
 
 pytestmark = pytest.mark.timeout(300)
@@ -22,15 +22,6 @@ def running(channels: Channels) -> Iterator[None]:
     channels.start()
     yield
     channels.stop()
-
-
-def manager_row(channels: Channels, session: str) -> dict[str, object] | None:
-    import httpx
-
-    sock = channels.settings.manager_socket
-    with httpx.Client(transport=httpx.HTTPTransport(uds=str(sock)), base_url="http://m") as http:
-        answer = http.get(f"/{session}")
-        return None if answer.status_code == 404 else answer.json()["row"]
 
 
 def test_the_owner_talks_to_one_admin_session_that_answers_in_order(channels: Channels) -> None:
