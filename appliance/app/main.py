@@ -6,7 +6,8 @@ chat     /api/public/{slug}/messages: a visitor's conversation with an agent (SS
 public   public agent pages (/{slug}, / on public hostnames, /bot)
 sites    /sites/* static publish tree
 sessions /api/admin/sessions/*, /api/admin/claude*: the session manager, relayed
-settings /admin/settings: Claude connection, API key, PIN, remote password, other devices
+settings /admin/settings: Claude connection, API key, Telegram (channels_admin), PIN, remote
+         password, other devices
 plugins_admin /admin/plugins: the installed plugins, the optional ones turned on and off
 """
 
@@ -25,6 +26,7 @@ from starlette.types import Scope
 from appliance.app import (
     agents_admin,
     auth,
+    channels_admin,
     chat,
     pages,
     plugins_admin,
@@ -77,6 +79,7 @@ def create_app(settings: Settings | None = None) -> Starlette:
         *sessions.routes(ctx),
         *updates.routes(ctx),
         *settings_page.routes(ctx),
+        *channels_admin.routes(ctx),
         *agents_admin.routes(ctx),
         *plugins_admin.routes(ctx),
         *pages.routes(ctx),
