@@ -129,7 +129,8 @@ async def record(
         "  m.order = position, m.scope = c.scope, m.agents = c.agents "
         "  CREATE (c)-[:HAS_MESSAGE]->(m) "
         "  WITH m "
-        "  OPTIONAL MATCH (answered:ChannelMessage {accountId: $account, id: $inReplyTo}) "
+        "  OPTIONAL MATCH (answered:Message {id: $inReplyTo}) "
+        "  WHERE answered:ChannelMessage AND answered.accountId = $account "
         "  FOREACH (a IN CASE WHEN answered IS NULL THEN [] ELSE [answered] END | "
         "    CREATE (m)-[:ANSWERS]->(a)) "
         "} "
@@ -216,8 +217,9 @@ async def update(graph: Graph, caller: Caller, call: api.ChannelUpdateRequest) -
             state=changes["state"],
         )
     rows, _ = await graph.run(
-        "MATCH (c:Conversation)-[:HAS_MESSAGE]->(m:ChannelMessage {accountId: $account, id: $id}) "
-        f"WHERE {guard('m')} "
+        "MATCH (m:Message {id: $id}) "
+        f"WHERE m:ChannelMessage AND {guard('m')} "
+        "MATCH (c:Conversation)-[:HAS_MESSAGE]->(m) "
         "SET m += $changes, m.updatedAt = $now "
         f"RETURN {_MESSAGE} AS message",
         {**caller.params(), "id": call.id, "changes": changes, "now": datetime.now(UTC)},
