@@ -66,6 +66,8 @@ from appliance.web.manager_client import ManagerClient, ManagerError
 log = logging.getLogger(__name__)
 
 TYPING_EVERY = 4.5  # seconds; a chat action shows for about 5
+AT_ONCE = 4  # messages handled side by side (each chat in order); the rest wait their turn
+RETRY_FIRST, RETRY_MAX = 2.0, 60.0  # seconds before open messages are taken up again
 TIMED_OUT = "Sorry — that took too long and I couldn't finish an answer. Please ask again."
 INSTRUCTIONS = (
     "You are talking with your owner over {channel}. Each of their {channel} messages arrives "
@@ -130,6 +132,10 @@ class Lifeline:
         self._queues: dict[str, asyncio.Queue[dict[str, Any]]] = {}
         self._workers: dict[str, asyncio.Task[None]] = {}
         self._taken: set[str] = set()
+        self._held: set[str] = set()  # chats whose failed message waits for the retry
+        self._slots = asyncio.Semaphore(AT_ONCE)
+        self._retry: asyncio.Task[None] | None = None
+        self._retry_delay = RETRY_FIRST
         self.on_done: Callable[[dict[str, Any]], None] | None = None  # for measurements
 
     # --- arrival -------------------------------------------------------------------------
@@ -168,8 +174,10 @@ class Lifeline:
             "replying",
         ):
             return
-        self._taken.add(message["id"])
         chat = str(message["chatId"])
+        if chat in self._held:
+            return  # kept and open: the retry takes it up after the one that failed
+        self._taken.add(message["id"])
         queue = self._queues.setdefault(chat, asyncio.Queue())
         queue.put_nowait(message)
         worker = self._workers.get(chat)
@@ -182,6 +190,7 @@ class Lifeline:
             "channel.pending", {"caller": self.caller, "channel": self.channel, "limit": 2000}
         )
         messages: list[dict[str, Any]] = answer["messages"]
+        self._held.clear()  # the list is oldest first: each chat is taken up in order
         for message in messages:
             self.take(message)
         log.info("[channels] op=recover channel=%s open=%d", self.channel, len(messages))
@@ -194,6 +203,8 @@ class Lifeline:
 
     async def close(self) -> None:
         """Stop the workers; what they had not finished is taken up after the restart."""
+        if self._retry is not None:
+            self._retry.cancel()
         for worker in self._workers.values():
             worker.cancel()
         for worker in self._workers.values():
@@ -205,21 +216,51 @@ class Lifeline:
         while not queue.empty():
             message = queue.get_nowait()
             try:
-                await self.handle(message)
+                async with self._slots:
+                    await self.handle(message)
+                self._retry_delay = RETRY_FIRST
             except (RpcError, ManagerError, ChannelError, AnthropicError) as err:
-                # Every such failure is handled where it happens; this is the last net.
+                # The engine or the manager failed for a moment: what the message's row says
+                # was done stands, and the rest is taken up again shortly (never a send twice:
+                # a row left "replying" becomes "uncertain").
                 log.error(
-                    "[channels] op=handle error=%s channel=%s message=%s: %s",
+                    "[channels] op=handle error=%s channel=%s message=%s retry_s=%.0f: %s",
                     type(err).__name__,
                     self.channel,
                     message["id"],
+                    self._retry_delay,
                     err,
                 )
                 self.status.error(type(err).__name__, str(err))
+                # The chat's later messages wait for it: the retry takes them up in order.
+                self._held.add(chat)
+                while not queue.empty():
+                    self._taken.discard(queue.get_nowait()["id"])
+                self._retry_later()
             finally:
                 self._taken.discard(message["id"])
                 if self.on_done is not None:
                     self.on_done(message)
+
+    def _retry_later(self) -> None:
+        """Take up the open messages again after a pause (one pending retry at a time)."""
+        if self._retry is not None and not self._retry.done():
+            return
+        delay = self._retry_delay
+        self._retry_delay = min(delay * 2, RETRY_MAX)
+
+        async def retry() -> None:
+            await asyncio.sleep(delay)
+            try:
+                await self.recover()
+            except RpcError as err:
+                log.warning(
+                    "[channels] op=recover warn=engine channel=%s error=%s", self.channel, err
+                )
+                self._retry = None
+                self._retry_later()
+
+        self._retry = asyncio.create_task(retry(), name="channels-retry")
 
     # --- one message ---------------------------------------------------------------------
 

@@ -44,6 +44,7 @@ log = logging.getLogger(__name__)
 
 TOKEN_LOOK = 3.0  # seconds between looks for a token (none yet, or a refused one)
 MAX_BACKOFF = 60.0
+KEEP_AT_ONCE = 4  # forensic writes in flight at once (chats side by side, each in order)
 
 
 class TelegramChannel:
@@ -187,8 +188,14 @@ class TelegramChannel:
             if inbound is not None:
                 by_chat[inbound.chat_id].append(inbound)
 
+        slots = asyncio.Semaphore(KEEP_AT_ONCE)
+
         async def keep_chat(messages: list[Inbound]) -> list[dict[str, Any]]:
-            return [await lifeline.keep(inbound) for inbound in messages]
+            kept = []
+            for inbound in messages:
+                async with slots:
+                    kept.append(await lifeline.keep(inbound))
+            return kept
 
         kept = await asyncio.gather(*(keep_chat(chat) for chat in by_chat.values()))
         return [message for chat in kept for message in chat]
