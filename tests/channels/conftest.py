@@ -139,7 +139,7 @@ class Channels:
         )
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def channels(
     neo4j_server: Neo4jServer, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Channels]:
