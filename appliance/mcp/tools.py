@@ -6,8 +6,9 @@ A tool is one of two kinds:
   is not written here: it is the request type of that method (:mod:`appliance.rpc.engine`) cut to
   the arguments the tool exposes, so the MCP view and the engine's contract cannot drift apart.
 - **local** (``handler`` with its own ``input_schema``): the call runs inside the ``maxy mcp``
-  process (a web fetch, the session manager, the account's plugins), with a
-  :class:`ToolContext`: :mod:`appliance.mcp.web`, :mod:`appliance.mcp.admin`.
+  process (a web fetch, the session manager, the account's plugins, Telegram), with a
+  :class:`ToolContext`: :mod:`appliance.mcp.web`, :mod:`appliance.mcp.admin`,
+  :mod:`appliance.mcp.telegram`.
 
 ``maxy mcp --plugin NAME`` serves the tools whose ``plugin`` is NAME; each plugin's ``PLUGIN.md``
 lists the same names (a test holds the two equal).
@@ -15,7 +16,7 @@ lists the same names (a test holds the two equal).
 
 from __future__ import annotations
 
-from appliance.mcp import admin, scheduling, web
+from appliance.mcp import admin, scheduling, telegram, web
 from appliance.mcp.tool import (
     ALWAYS_LOAD,
     LARGE_RESULT,
@@ -219,6 +220,8 @@ TOOLS: tuple[Tool, ...] = (
     + scheduling.TOOLS
     # contacts: the owner's people
     + CONTACTS_TOOLS
+    # telegram: the owner's bot (chats, a message to one, its token)
+    + telegram.TOOLS
 )
 BY_NAME = {tool.name: tool for tool in TOOLS}
 

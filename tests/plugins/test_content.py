@@ -72,6 +72,7 @@ def test_the_core_plugins_are_shipped() -> None:
         "memory",
         "projects",
         "scheduling",
+        "telegram",
         "web",
     }
     assert set(PLUGINS) == expected
