@@ -8,6 +8,7 @@ import json
 import os
 import signal
 import sys
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -17,6 +18,7 @@ import pytest
 
 from appliance.channels import status
 from appliance.core.fsio import write_secret
+from appliance.rpc.protocol import RpcError
 from tests.fakes.anthropic_api import FakeAnthropic, Reply
 from tests.fakes.telegram_api import TOKEN, Delivered, FakeTelegram, Sent
 from tests.support.processes import Neo4jServer, Process, wait_until
@@ -102,6 +104,16 @@ class Channels:
         if self.role is not None and self.role.proc.poll() is None:
             os.killpg(self.role.proc.pid, signal.SIGKILL)
             self.role.proc.wait(10)
+            self.role.stop()  # reaped already: closes its log file
+
+    def stop_sessions(self) -> None:
+        """Stop every live session of the manager (earlier tests' threads hold PTY slots)."""
+        sock = self.settings.manager_socket
+        transport = httpx.HTTPTransport(uds=str(sock))
+        with httpx.Client(transport=transport, base_url="http://m", timeout=60) as http:
+            for row in http.get("/sessions").json()["rows"]:
+                if row["state"] == "live":
+                    http.post(f"/{row['id']}/stop")
 
     def output(self) -> str:
         return "\n".join(
@@ -120,9 +132,16 @@ class Channels:
 
     def rows(self, chat: int) -> list[dict[str, Any]]:
         """The chat's conversation in the graph (inbound and outbound, in order)."""
-        answer = self.stack.rpc(
-            "conversation.messages", {"sessionId": f"telegram:{chat}", "limit": 2000}
-        )
+        for attempt in range(5):
+            try:
+                answer = self.stack.rpc(
+                    "conversation.messages", {"sessionId": f"telegram:{chat}", "limit": 2000}
+                )
+                break
+            except RpcError:  # the engine is busy (a burst): ask again
+                if attempt == 4:
+                    raise
+                time.sleep(1)
         messages: list[dict[str, Any]] = answer["messages"]
         return messages
 

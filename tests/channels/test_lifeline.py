@@ -143,4 +143,5 @@ def test_an_owner_turn_that_never_ends_and_input_that_starts_none_are_attributed
     finally:
         channels.configure()
         channels.stop()
+        channels.stop_sessions()  # the held turn would hold its PTY forever
         channels.start()

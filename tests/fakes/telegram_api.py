@@ -102,6 +102,7 @@ class FakeTelegram:
         self.calls: list[tuple[str, dict[str, Any]]] = []
         self.failures: dict[str, list[tuple[int, str]]] = {}
         self.confirmed = 0  # the highest offset a getUpdates has confirmed
+        self.confirmed_at: dict[int, float] = {}  # update id → when an offset confirmed it
         self._poll_generation = 0
         fake = self
 
@@ -378,6 +379,10 @@ class FakeTelegram:
             generation = self._poll_generation
             self.lock.notify_all()
             if offset:
+                now = time.monotonic()
+                for update in self.updates:
+                    if update["update_id"] < offset:
+                        self.confirmed_at.setdefault(update["update_id"], now)
                 self.updates = [u for u in self.updates if u["update_id"] >= offset]
                 self.confirmed = max(self.confirmed, offset)
             while True:
