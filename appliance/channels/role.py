@@ -1,0 +1,50 @@
+"""``maxy channels``: the channels' own role — Telegram's long poll and the inbound lifeline.
+
+Why a role of its own (not a task of the app): the lifeline must keep polling while the web UI
+restarts, and a burst of messages (twenty people at once) must not share an event loop with the
+pages and the admin shell; a crash or a kill of this process loses nothing (every message is
+kept before its update is confirmed) and is restarted by systemd (``maxy-channels.service``) or
+``maxy run``. It needs no socket: the app reads its status file, the owner's tools send through
+the same outbound gate themselves (:mod:`appliance.mcp.telegram`).
+
+It talks to the engine (forensic rows, the public agents' memory), the session manager (the
+owner's admin turns), the Anthropic API (gateway, public agents) and Telegram. Under systemd it
+is ``Type=notify``: READY once it runs, watchdog pings from its own event loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+
+from appliance.agents.answering import Answering
+from appliance.channels.telegram.channel import TelegramChannel
+from appliance.core.accounts import validate_account_id
+from appliance.core.config import Settings
+from appliance.core.systemd import Notifier
+from appliance.rpc.client import RpcClient
+from appliance.web.manager_client import ManagerClient
+
+log = logging.getLogger(__name__)
+
+ENGINE_TIMEOUT = 30.0
+MANAGER_TIMEOUT = 60.0  # a spawn waits for the CLI's PID file (the manager's own limit is 30 s)
+
+
+async def run(settings: Settings, notifier: Notifier | None = None) -> None:
+    """Serve every channel until SIGTERM or SIGINT."""
+    account = validate_account_id(settings.accounts_dir, settings.account_id)
+    engine = RpcClient(settings.engine_socket, timeout=ENGINE_TIMEOUT)
+    manager = ManagerClient(settings.manager_socket, timeout=MANAGER_TIMEOUT)
+    answering = Answering(settings, account, engine)
+    telegram = TelegramChannel(settings, account, engine, manager, answering)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    log.info("[channels] op=start account=%s channels=telegram", account.id)
+    notifier = notifier or Notifier.disabled()
+    async with notifier.serving("channels", "serving Telegram"):
+        await telegram.run(stop)
+    log.info("[channels] op=stop")
