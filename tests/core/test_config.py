@@ -96,6 +96,7 @@ DEFAULTS: list[tuple[str, Any]] = [
     ("gateway_model", "claude-haiku-4-5"),
     ("agent_model", "claude-sonnet-4-6"),
     ("gateway_timeout", 3.0),
+    ("lead_idle", 1800.0),
     ("telegram_api_url", None),
     ("telegram_poll_timeout", 25.0),
     ("telegram_turn_timeout", 300.0),
