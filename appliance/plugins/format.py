@@ -19,6 +19,8 @@ of a plugin compare equal exactly when they are byte-identical.
 
 from __future__ import annotations
 
+import copy
+import functools
 import hashlib
 import io
 import re
@@ -126,13 +128,20 @@ class Plugin:
         }
 
 
+@functools.lru_cache(maxsize=512)
+def _load_yaml(text: str) -> Any:
+    """Parsed YAML, kept by its text: every spawn resolves every plugin, and the pure-Python
+    parser took ~25 ms a manifest (most of a spawn's registration) for text that rarely changes."""
+    return YAML(typ="safe").load(io.StringIO(text))
+
+
 def split_front_matter(text: str, where: str) -> tuple[dict[str, Any], str]:
     """The YAML mapping between the leading ``---`` lines, and the body after it."""
     match = _FENCE.match(text)
     if match is None:
         raise PluginError(f"{where}: no front matter (a --- line, YAML keys, a --- line).")
     try:
-        data = YAML(typ="safe").load(io.StringIO(match.group(1)))
+        data = copy.deepcopy(_load_yaml(match.group(1)))
     except YAMLError as err:
         raise PluginError(f"{where}: its front matter is not YAML ({err}).") from err
     if not isinstance(data, dict):
