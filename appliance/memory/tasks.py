@@ -521,7 +521,8 @@ class Tasks:
             if add:
                 loops, _ = await tx.run(
                     "UNWIND $add AS dep MATCH (t:Task {id: $id}) MATCH (m:Task {id: dep}) "
-                    "WHERE m.accountId = $account "
+                    # A deleted task is "no such" (below), never a cycle: it must not show.
+                    "WHERE m.accountId = $account AND m.deletedAt IS NULL "
                     "AND EXISTS { MATCH (m)-[:DEPENDS_ON*1..]->(t) } RETURN dep",
                     {**params, "add": add},
                 )
