@@ -173,22 +173,6 @@ def test_the_doubles_tool_calls_are_audited_on_its_conversation(
     manager.stop_all()
 
 
-def test_an_unreachable_engine_costs_one_warning_not_the_session(stack: Stack) -> None:
-    log = stack.manager.process.log
-    before = log.read_text().count(WARNING)
-    stack.engine.stop()
-    try:
-        row = stack.manager.spawn("hello without memory")
-        assert row["state"] == "live"
-        [appended] = option(stack.argv(row["id"]), "--append-system-prompt")
-        assert "previous-context" not in appended  # only the plugins' instructions
-        wait_until(lambda: log.read_text().count(WARNING) == before + 1, 10, "the warning")
-        stack.manager.spawn("hello again", kind="public")
-        assert log.read_text().count(WARNING) == before + 1  # public spawns never ask
-    finally:
-        stack.manager.stop_all()
-
-
 def test_the_owners_turns_are_kept_as_a_conversation_and_never_twice(stack: Stack) -> None:
     """What the owner says in an admin session is found by conversation search; a manager
     restart reads the transcript again and records nothing twice."""
@@ -225,3 +209,20 @@ def test_the_owners_turns_are_kept_as_a_conversation_and_never_twice(stack: Stac
     ]
     assert len(set(keys)) == 4 and all(keys)
     stack.manager.stop_all()
+
+
+# Last in the module: it stops the engine for good.
+def test_an_unreachable_engine_costs_one_warning_not_the_session(stack: Stack) -> None:
+    log = stack.manager.process.log
+    before = log.read_text().count(WARNING)
+    stack.engine.stop()
+    try:
+        row = stack.manager.spawn("hello without memory")
+        assert row["state"] == "live"
+        [appended] = option(stack.argv(row["id"]), "--append-system-prompt")
+        assert "previous-context" not in appended  # only the plugins' instructions
+        wait_until(lambda: log.read_text().count(WARNING) == before + 1, 10, "the warning")
+        stack.manager.spawn("hello again", kind="public")
+        assert log.read_text().count(WARNING) == before + 1  # public spawns never ask
+    finally:
+        stack.manager.stop_all()
