@@ -108,10 +108,6 @@ bench-binary: build
     {{root}}/build/build.sh --onedir
     {{venv}}/bin/python tests/bench/bench_binary.py
 
-# Telegram lifeline: 20 senders x 10 messages at once, a kill mid-burst, added latency p50/p95 (own stack).
-bench-channels: bootstrap
-    {{venv}}/bin/python -m pytest tests/channels/test_burst.py -q -s -p no:cacheprovider
-
 # Inbound gateway: precision/recall of the local pattern layer on a labelled set of messages.
 bench-gateway FILE="tests/fixtures/gateway-set.jsonl": bootstrap
     {{venv}}/bin/python tests/bench/bench_gateway.py {{FILE}}

@@ -5,7 +5,6 @@
     maxy app                      the web UI and JSON API on a Unix socket
     maxy manager                  Claude Code sessions in PTYs, HTTP + SSE on a Unix socket
     maxy engine                   retrieval engine (Neo4j pool + embedding model), RPC socket
-    maxy channels                 Telegram: the long poll and the inbound lifeline
     maxy mcp [--plugin NAME]      one plugin's tools over MCP/stdio, for claude sessions
     maxy mcp-helper … -- CMD      the parent of a session's plugin MCP server (logs its life)
     maxy memory search|ingest|delete|restore   search, ingest, forget, bring back
@@ -125,16 +124,6 @@ def cmd_manager(settings: Settings, args: argparse.Namespace) -> int:
 
     _require_account(settings)
     server.serve(settings)
-    return 0
-
-
-def cmd_channels(settings: Settings, args: argparse.Namespace) -> int:
-    """Serve the channels (Telegram's long poll and the inbound lifeline)."""
-    from appliance.channels import role
-    from appliance.core.systemd import Notifier
-
-    _require_account(settings)
-    asyncio.run(role.run(settings, Notifier.from_environ(os.environ)))
     return 0
 
 
@@ -319,9 +308,6 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_parser("manager", help="serve the PTY session manager on its Unix socket").set_defaults(
         func=cmd_manager
     )
-    sub.add_parser(
-        "channels", help="serve Telegram: its long poll and the inbound lifeline"
-    ).set_defaults(func=cmd_channels)
     engine = sub.add_parser("engine", help="serve the retrieval engine over RPC")
     engine.add_argument(
         "--rebuild-vector-indexes",

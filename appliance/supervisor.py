@@ -1,5 +1,4 @@
-"""``maxy run``: the development supervisor — Neo4j, engine, manager, channels, app and edge in one
-terminal.
+"""``maxy run``: the development supervisor — Neo4j, engine, manager, app and edge in one terminal.
 
 Each role is a child process; a child that exits is restarted with backoff (1 s doubling to
 30 s, reset once it has stayed up for a minute). SIGINT/SIGTERM stop the children in reverse
@@ -208,7 +207,7 @@ def run(settings: Settings, environ: Mapping[str, str]) -> int:
             neo4j.launch()
             children.append(neo4j)
             wait_for_bolt(instance, 180.0, neo4j.proc)
-        for role in ("engine", "manager", "channels", "app", "edge"):
+        for role in ("engine", "manager", "app", "edge"):
             child = Child(role, _role(role, environ, settings.log_dir))
             child.launch()
             children.append(child)

@@ -41,7 +41,7 @@ def for_python(lines: list[str], full_version: str) -> list[str]:
     }
     kept = []
     for line in lines:
-        requirement, _, hashes = line.partition(" --hash")
+        requirement, hashes = (line.split(" --hash", 1) + [""])[:2]
         if ";" not in requirement:
             kept.append(line)
             continue

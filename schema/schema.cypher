@@ -78,9 +78,6 @@ CREATE CONSTRAINT conversation_session_unique IF NOT EXISTS FOR (n:Conversation)
 CREATE CONSTRAINT message_source_key IF NOT EXISTS FOR (n:Message) REQUIRE (n.accountId, n.sourceKey) IS UNIQUE;
 // A contact's email, trimmed and lower-cased (appliance/memory/contacts.py); only the contact book
 // sets it, so Person nodes written before it or without an email are not constrained.
-// A channel message's delivery key (appliance/memory/channels.py): a redelivered update finds the
-// row its first delivery made, however the two race.
-CREATE CONSTRAINT channel_message_key IF NOT EXISTS FOR (n:ChannelMessage) REQUIRE (n.accountId, n.channelKey) IS UNIQUE;
 CREATE CONSTRAINT person_email_key IF NOT EXISTS FOR (n:Person) REQUIRE (n.accountId, n.emailKey) IS UNIQUE;
 
 // ── Account lookups: every read filters by accountId ──────────────────────────────────────────
@@ -142,8 +139,6 @@ CREATE INDEX chunk_content_hash IF NOT EXISTS FOR (n:Chunk) ON (n.accountId, n.c
 CREATE INDEX report_title IF NOT EXISTS FOR (n:Report) ON (n.accountId, n.title);
 // What is due next: the session manager's loop asks every half minute.
 CREATE INDEX event_next_fire IF NOT EXISTS FOR (n:Event) ON (n.accountId, n.nextFireAt);
-// Inbound channel messages still being handled: the channels role takes them up after a restart.
-CREATE INDEX channel_message_state IF NOT EXISTS FOR (n:ChannelMessage) ON (n.accountId, n.state);
 CREATE INDEX reminder_next_fire IF NOT EXISTS FOR (n:Reminder) ON (n.accountId, n.nextFireAt);
 // The owner's tasks among the audit trail's (kind "owner" vs "audit"; appliance/memory/work.py).
 // Visitors' conversations that went quiet, for the lead review (appliance/agents/leads.py).

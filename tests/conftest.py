@@ -62,7 +62,6 @@ PROCESS_FIXTURES = frozenset(
         "arm64_card",
         "device",
         "releases",
-        "channels",
     }
 )
 # A test module that starts processes in its own code (a browser, a `maxy` command).

@@ -7,8 +7,7 @@ chat     /api/public/{slug}/messages: a visitor's conversation with an agent (SS
 public   public agent pages (/{slug}, / on public hostnames, /bot)
 sites    /sites/* static publish tree
 sessions /api/admin/sessions/*, /api/admin/claude*: the session manager, relayed
-settings /admin/settings: Claude connection, API key, Telegram (channels_admin), PIN, remote
-         password, other devices
+settings /admin/settings: Claude connection, API key, PIN, remote password, other devices
 plugins_admin /admin/plugins: the installed plugins, the optional ones turned on and off
 artefacts /admin/artefacts: knowledge documents and agents' templates, opened and edited
 data_admin /api/admin/memory/*: the Data page's notes, edits, scope changes and deletes
@@ -40,7 +39,6 @@ from appliance.app import (
     agents_admin,
     artefacts,
     auth,
-    channels_admin,
     chat,
     data_admin,
     knowledge,
@@ -98,7 +96,6 @@ def create_app(settings: Settings | None = None) -> Starlette:
         *sessions.routes(ctx),
         *updates.routes(ctx),
         *settings_page.routes(ctx),
-        *channels_admin.routes(ctx),
         *agents_admin.routes(ctx),
         *plugins_admin.routes(ctx),
         *artefacts.routes(ctx),

@@ -406,39 +406,6 @@ SETTINGS: tuple[Setting, ...] = (
         _seconds,
     ),
     Setting(
-        "telegram_api_url",
-        None,
-        "Base URL of the Telegram Bot API (default: Telegram's own; tests point it at a local "
-        "one).",
-        _optional_url,
-    ),
-    Setting(
-        "telegram_poll_timeout",
-        25.0,
-        "Seconds one long poll for Telegram updates may wait for a message.",
-        _seconds,
-    ),
-    Setting(
-        "telegram_turn_timeout",
-        300.0,
-        "Seconds an admin turn asked on Telegram may take before it counts as unanswered.",
-        _seconds,
-    ),
-    Setting(
-        "channel_input_ack",
-        10.0,
-        "Seconds after an owner's message is typed into their session by which a turn must have "
-        "started; later, op=input-no-turn is logged.",
-        _seconds,
-    ),
-    Setting(
-        "channel_stale_after",
-        900.0,
-        "A channel message this many seconds old when it is taken up again after a restart is "
-        "kept but not answered (no stale reply).",
-        _seconds,
-    ),
-    Setting(
         "preset_file",
         Path("/etc/maxy/preset/account.json"),
         "Account preset `maxy firstboot` creates the account from when there is none.",
@@ -564,11 +531,6 @@ class Settings:
     agent_model: str
     gateway_timeout: float
     lead_idle: float
-    telegram_api_url: str | None
-    telegram_poll_timeout: float
-    telegram_turn_timeout: float
-    channel_input_ack: float
-    channel_stale_after: float
     preset_file: Path
     service_user: str
     data_disk: Path | None
@@ -668,16 +630,6 @@ class Settings:
     def claude_token_path(self) -> Path:
         """The owner's long-lived Claude token from Connect Claude (never logged)."""
         return self.keys_dir / "claude-oauth-token"
-
-    @property
-    def telegram_token_path(self) -> Path:
-        """The Telegram bot's token from BotFather (never logged)."""
-        return self.keys_dir / "telegram-bot-token"
-
-    @property
-    def channels_dir(self) -> Path:
-        """The device account's channel settings and status (``telegram.json``, …)."""
-        return self.accounts_dir / self.account_id / "channels"
 
     @property
     def cloudflared_dir(self) -> Path:

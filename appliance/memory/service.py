@@ -31,7 +31,6 @@ from appliance.core.identity import Caller, GuardError
 from appliance.core.systemd import Notifier
 from appliance.memory import (
     audit,
-    channels,
     context,
     conversations,
     explore,
@@ -205,11 +204,6 @@ class Engine:
             api.DOCUMENT_VERSION.name: api.DOCUMENT_VERSION.handler(self.document_version),
             api.RESTORE_VERSION.name: api.RESTORE_VERSION.handler(self.restore_version),
             **self.work_handlers,
-            # channels
-            api.CHANNEL_RECORD.name: api.CHANNEL_RECORD.handler(self.channel_record),
-            api.CHANNEL_UPDATE.name: api.CHANNEL_UPDATE.handler(self.channel_update),
-            api.CHANNEL_PENDING.name: api.CHANNEL_PENDING.handler(self.channel_pending),
-            api.CHANNEL_CHATS.name: api.CHANNEL_CHATS.handler(self.channel_chats),
         }
         assert set(typed) == set(api.BY_NAME), "every method of the contract has a handler"
         return typed
@@ -564,26 +558,6 @@ class Engine:
         return await self.contacts.listing(
             self.caller(call), page=call.page, page_size=call.page_size
         )
-
-    # --- channels (appliance.memory.channels) -------------------------------------------
-
-    async def channel_record(self, call: api.ChannelRecordRequest) -> dict[str, Any]:
-        """Keep one channel message, once per key."""
-        return await channels.record(
-            self.graph, self.caller(call), self.embed_one, self.embedder.model_name, call
-        )
-
-    async def channel_update(self, call: api.ChannelUpdateRequest) -> dict[str, Any]:
-        """Move an inbound channel message along its handling."""
-        return await channels.update(self.graph, self.caller(call), call)
-
-    async def channel_pending(self, call: api.ChannelPendingRequest) -> dict[str, Any]:
-        """Inbound messages whose handling has not ended."""
-        return await channels.pending(self.graph, self.caller(call), call.channel, call.limit)
-
-    async def channel_chats(self, call: api.ChannelChatsRequest) -> dict[str, Any]:
-        """A channel's chats, newest first."""
-        return await channels.chats(self.graph, self.caller(call), call.channel, call.limit)
 
     async def graph_sample(self, call: api.GraphSampleRequest) -> dict[str, Any]:
         """A guarded sample of the graph for the Graph page; a text narrows it to what search

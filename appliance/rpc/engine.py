@@ -674,90 +674,6 @@ class ContactListResponse(Response):
     total: int
 
 
-# --- channels: every message of Telegram (and WhatsApp), kept before anything is decided --
-
-CHANNELS: list[JsonValue] = ["telegram", "whatsapp"]
-MAX_CHANNEL_TEXT = 32_000
-MAX_RAW = 16_000
-
-
-def channel_field() -> Any:
-    """The channel a message came by (its node also gets that channel's label)."""
-    return Field(json_schema_extra={"enum": CHANNELS})
-
-
-class ChannelRecordRequest(Called):
-    """One channel message, kept once by its key: in as it arrived, out as it was sent."""
-
-    channel: str = channel_field()
-    key: str = Field(description="Unique per channel: a redelivery names the same key.")
-    direction: Literal["in", "out"] = "in"
-    chat_id: str
-    chat_type: str = "private"
-    chat_title: str | None = None
-    sender_id: str | None = None
-    sender_name: str | None = None
-    sender_handle: str | None = None
-    message_id: str | None = None
-    text: str = Field(max_length=MAX_CHANNEL_TEXT)
-    sent_at: datetime | None = None
-    addressed: bool = False
-    in_reply_to: str | None = Field(default=None, description="The inbound message's id (out).")
-    raw: str | None = Field(default=None, max_length=MAX_RAW)
-
-
-class ChannelMessageResponse(Response):
-    """The message as stored (``message``: its fields, camelCase)."""
-
-    id: str
-    created: bool
-    conversation_id: str
-    message: dict[str, Any]
-    warnings: list[str] = Field(default_factory=list)
-
-
-class ChannelUpdateRequest(Called):
-    """Where an inbound message is in its handling; only the fields given change."""
-
-    id: str
-    state: str | None = None
-    route: str | None = None
-    verdict: str | None = None
-    session_id: str | None = None
-    prompts_before: int | None = None
-    reply_state: str | None = None
-    reply_message_id: str | None = None
-    outcome: str | None = None
-    error: str | None = Field(default=None, max_length=2000)
-
-
-class ChannelPendingRequest(Called):
-    """Inbound messages of a channel whose handling has not ended, oldest first."""
-
-    channel: str = channel_field()
-    limit: int = Field(default=500, json_schema_extra={"minimum": 1, "maximum": 2000})
-
-
-class ChannelMessagesResponse(Response):
-    """Messages with their handling state."""
-
-    messages: list[dict[str, Any]]
-
-
-class ChannelChatsRequest(Called):
-    """The chats of a channel, most recent first."""
-
-    channel: str = channel_field()
-    limit: int = Field(default=20, json_schema_extra={"minimum": 1, "maximum": 200, "default": 20})
-
-
-class ChannelChatsResponse(Response):
-    """One entry a chat: ``{chatId, chatType, title, senderId, senderName, senderHandle,
-    lastMessageAt, lastText, messages}``."""
-
-    chats: list[dict[str, Any]]
-
-
 HEALTH = Method("health", HealthRequest, HealthResponse, "Neo4j, the embedder and the schema.")
 EMBED = Method("embed", EmbedRequest, EmbedResponse, "Embed up to 256 texts.")
 SEARCH = Method("search", SearchRequest, SearchResponse, "Hybrid vector + keyword search.")
@@ -863,25 +779,6 @@ RESTORE_VERSION = Method(
     streams=True,
 )
 
-CHANNEL_RECORD = Method(
-    "channel.record",
-    ChannelRecordRequest,
-    ChannelMessageResponse,
-    "Keep one channel message (once per key).",
-)
-CHANNEL_UPDATE = Method(
-    "channel.update", ChannelUpdateRequest, ChannelMessageResponse, "Move an inbound message on."
-)
-CHANNEL_PENDING = Method(
-    "channel.pending",
-    ChannelPendingRequest,
-    ChannelMessagesResponse,
-    "Inbound messages not yet handled.",
-)
-CHANNEL_CHATS = Method(
-    "channel.chats", ChannelChatsRequest, ChannelChatsResponse, "A channel's recent chats."
-)
-
 METHODS: tuple[Method[Any, Any], ...] = (
     HEALTH,
     EMBED,
@@ -925,11 +822,6 @@ METHODS: tuple[Method[Any, Any], ...] = (
     RESTORE_VERSION,
     # projects and tasks, and the review of visitors' ended conversations
     *work.METHODS,
-    # channels
-    CHANNEL_RECORD,
-    CHANNEL_UPDATE,
-    CHANNEL_PENDING,
-    CHANNEL_CHATS,
 )
 BY_NAME = {method.name: method for method in METHODS}
 

@@ -172,10 +172,6 @@ class SessionManager:
         """Start a session and answer once its PID file is there."""
         plan = self.spawner.plan(request, await self.spawner.previous_context(request))
         session_id = plan.session_id
-        if request.session_id and session_id in self.registry.rows:
-            raise SessionAlive(
-                f"Session {session_id} exists already; resume it (resume: {session_id})."
-            )
         if request.resume:
             existing = self.registry.rows.get(session_id)
             if existing is not None and existing["state"] == "live":

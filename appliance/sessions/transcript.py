@@ -59,7 +59,7 @@ def said(entry: dict[str, Any]) -> tuple[str, str] | None:
         return None
     if kind == "assistant" and message.get("model") == "<synthetic>":
         return None
-    if kind == "user" and not is_prompt(entry):
+    if kind == "user" and not _is_prompt(entry):
         return None
     text = _texts(message.get("content"))
     return (kind, text) if text else None
@@ -88,7 +88,7 @@ class Lines:
         return [line for line in data[:end].split(b"\n") if line.strip()]
 
 
-def is_prompt(entry: dict[str, Any]) -> bool:
+def _is_prompt(entry: dict[str, Any]) -> bool:
     """A user line typed or sent by a person, not a tool result or a meta line."""
     if entry.get("isMeta") or entry.get("isSidechain"):
         return False
@@ -159,7 +159,7 @@ class Transcript:
         elif kind == "summary" and isinstance(entry.get("summary"), str):
             self.titles["summary"] = entry["summary"]
         elif kind == "user" and not entry.get("isSidechain"):
-            if is_prompt(entry):
+            if _is_prompt(entry):
                 self.prompts += 1
             self.turn_ended = False
         elif kind == "assistant" and not entry.get("isSidechain"):

@@ -73,7 +73,6 @@ def test_the_core_plugins_are_shipped() -> None:
         "projects",
         "scheduling",
         "tasks",
-        "telegram",
         "web",
     }
     assert set(PLUGINS) == expected

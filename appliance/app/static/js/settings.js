@@ -103,64 +103,6 @@
     });
   });
 
-  // Telegram: the bot's token (checked with Telegram before it is stored), who the owner is,
-  // strangers and groups. Every answer is the card's state; the page reloads to show it.
-  var tgTokenForm = document.getElementById("telegram-token-form");
-  if (tgTokenForm) {
-    var tgTokenMessage = document.getElementById("telegram-token-message");
-    tgTokenForm.addEventListener("submit", function (event) {
-      event.preventDefault();
-      busy(tgTokenForm, true);
-      tell(tgTokenMessage, "Checking the token with Telegram…", "busy");
-      var input = document.getElementById("telegram-token-input");
-      send("/api/admin/settings/telegram-token", "POST", { token: input.value })
-        .then(function (tg) {
-          input.value = "";
-          tell(tgTokenMessage, "Saved: Telegram knows this bot as @" + tg.bot.username + ".", "ok");
-          window.setTimeout(function () { window.location.reload(); }, 1200);
-        })
-        .catch(function (err) { tell(tgTokenMessage, err.message, "error"); })
-        .then(function () { busy(tgTokenForm, false); });
-    });
-    document.getElementById("telegram-token-remove").addEventListener("click", function () {
-      send("/api/admin/settings/telegram-token", "DELETE")
-        .then(function () { window.location.reload(); })
-        .catch(function (err) { tell(tgTokenMessage, err.message, "error"); });
-    });
-    var tgForm = document.getElementById("telegram-form");
-    var tgMessage = document.getElementById("telegram-message");
-    var saveTelegram = function (body, done) {
-      send("/api/admin/settings/telegram", "POST", body)
-        .then(function () {
-          tell(tgMessage, done, "ok");
-          window.setTimeout(function () { window.location.reload(); }, 800);
-        })
-        .catch(function (err) { tell(tgMessage, err.message, "error"); });
-    };
-    tgForm.addEventListener("submit", function (event) {
-      event.preventDefault();
-      var owners = document.getElementById("telegram-owners").value
-        .split(/[\s,]+/).filter(function (id) { return id; });
-      var groups = {};
-      Array.prototype.forEach.call(tgForm.querySelectorAll("select[data-group]"), function (el) {
-        groups[el.getAttribute("data-group")] = el.value;
-      });
-      saveTelegram({
-        ownerIds: owners,
-        strangers: document.getElementById("telegram-strangers").value,
-        groups: groups,
-      }, "Saved.");
-    });
-    Array.prototype.forEach.call(document.querySelectorAll("button[data-owner]"), function (button) {
-      button.addEventListener("click", function () {
-        var owners = document.getElementById("telegram-owners").value
-          .split(/[\s,]+/).filter(function (id) { return id; });
-        owners.push(button.getAttribute("data-owner"));
-        saveTelegram({ ownerIds: owners }, "Saved: that account is yours now.");
-      });
-    });
-  }
-
   var signOut = document.getElementById("sign-out-others");
   var signOutMessage = document.getElementById("sign-out-message");
   signOut.addEventListener("click", function () {
