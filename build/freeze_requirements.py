@@ -41,7 +41,7 @@ def for_python(lines: list[str], full_version: str) -> list[str]:
     }
     kept = []
     for line in lines:
-        requirement, hashes = (line.split(" --hash", 1) + [""])[:2]
+        requirement, _, hashes = line.partition(" --hash")
         if ";" not in requirement:
             kept.append(line)
             continue

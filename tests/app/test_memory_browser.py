@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from tests.app import test_browser as shell_tests
+from tests.app.running_app import wait_for_js
 from tests.support.processes import Neo4jServer
 from tests.support.stacks import Stack, add_agent, make_env, running_stack
 
@@ -106,7 +107,7 @@ def test_people_and_tasks_are_the_graph_filtered_to_their_label(
     )
     chip = admin.locator(f"#graph-categories .chip[data-label={label}]")
     expect(chip).to_have_attribute("aria-pressed", "true")
-    shell_tests.wait_for_js(
+    wait_for_js(
         admin,
         f"window.maxyGraph.active && window.maxyGraph.active.nodes().length === {len(titles)}",
     )
