@@ -78,7 +78,7 @@ def stack(neo4j_server: Neo4jServer, tmp_path_factory: pytest.TempPathFactory) -
         wait_for_health(manager)
         yield running
     finally:
-        manager.shutdown()
+        running.manager.shutdown()  # a test may have restarted it
         engine.stop()
 
 
