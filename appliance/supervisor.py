@@ -1,4 +1,5 @@
-"""``maxy run``: the development supervisor — Neo4j, engine, manager, app and edge in one terminal.
+"""``maxy run``: the development supervisor — Neo4j, engine, manager, channels, app and edge in one
+terminal.
 
 Each role is a child process; a child that exits is restarted with backoff (1 s doubling to
 30 s, reset once it has stayed up for a minute). SIGINT/SIGTERM stop the children in reverse
@@ -8,6 +9,10 @@ A role's output goes to the terminal as it comes and to ``<data_dir>/logs/<role>
 there stamped with the time it was written (what the journal is on the device, for the admin
 plugin's ``logs-read``). A file over :data:`LOG_CAP` bytes is moved to ``<role>.log.1`` when its
 role starts. Neo4j's output goes to its console log, as ``maxy neo4j start`` keeps it.
+
+Neo4j answering that it stopped its database (after a write its full disk could not take: it
+does not recover by itself) is stopped once the store's partition has room again, and so
+restarted like any child that exited (what ``maxy neo4j run`` does under systemd).
 """
 
 from __future__ import annotations
@@ -27,11 +32,12 @@ from pathlib import Path
 from typing import IO
 
 from appliance.core.config import Settings, SettingsError
+from appliance.core.fsio import is_no_space, low_on_space
 from appliance.core.ports import check_port_free
 from appliance.core.proc import die_with_parent, stop_group
 from appliance.core.resources import self_command
-from appliance.graphdb.errors import Neo4jSetupError
-from appliance.graphdb.instance import Neo4jInstance, wait_for_bolt
+from appliance.graphdb.errors import Neo4jSetupError, database_stopped
+from appliance.graphdb.instance import Neo4jInstance, bolt_ready, wait_for_bolt
 from appliance.memory.errors import ModelMissing
 
 log = logging.getLogger(__name__)
@@ -41,6 +47,7 @@ STOP_TIMEOUT = 30.0
 MAX_BACKOFF = 30.0
 STABLE_AFTER = 60.0
 LOG_CAP = 8 * 1024 * 1024  # bytes of a role's log before it is rotated (once, to .1)
+CHECK_EVERY = 5.0  # seconds between Bolt checks of a Neo4j this supervisor runs
 
 
 @dataclass
@@ -93,14 +100,25 @@ class Child:
 
 
 def _tee(source: IO[bytes], path: Path) -> None:
-    """Copy a child's output to our stderr as it comes, and to ``path`` with a time stamp."""
-    with path.open("ab") as file:
+    """Copy a child's output to our stderr as it comes, and to ``path`` with a time stamp.
+
+    A full disk loses lines of the file (the terminal still gets them), never the copying: a
+    child whose output is no longer read would block on its next log line."""
+    dropped = 0
+    with path.open("ab", buffering=0) as file:
         for line in iter(source.readline, b""):
             sys.stderr.buffer.write(line)
             sys.stderr.flush()
             stamp = datetime.now().astimezone().isoformat(timespec="milliseconds")
-            file.write(stamp.encode() + b" " + line)
-            file.flush()
+            try:
+                if dropped:
+                    file.write(f"{stamp} [supervisor] dropped={dropped} (disk full)\n".encode())
+                    dropped = 0
+                file.write(stamp.encode() + b" " + line)
+            except OSError as err:
+                if not is_no_space(err):
+                    raise
+                dropped += 1
     source.close()
 
 
@@ -151,6 +169,25 @@ def _neo4j(instance: Neo4jInstance) -> Callable[[], subprocess.Popen[bytes]]:
     return start
 
 
+def _restart_stopped_database(
+    instance: Neo4jInstance, child: Child, stopped: threading.Event
+) -> None:
+    """Every :data:`CHECK_EVERY` s: stop a Neo4j that stopped its database once its disk has room
+    again, so that the supervising loop restarts it."""
+    password = instance.password_file.read_text().strip()
+    while not stopped.wait(CHECK_EVERY):
+        proc = child.proc
+        if proc is None or proc.poll() is not None:
+            continue
+        reason = bolt_ready(instance.uri(), "neo4j", password)
+        if database_stopped(reason) and not low_on_space(instance.home):
+            log.error(
+                "[supervisor] op=restart child=neo4j reason=database-stopped pid=%s", proc.pid
+            )
+            instance.mark_torn_log()
+            stop_group(proc, STOP_TIMEOUT)
+
+
 def preflight(settings: Settings) -> None:
     """Refuse to start, with one line saying what to fix, what a role would die of later."""
     try:
@@ -180,6 +217,7 @@ def run(settings: Settings, environ: Mapping[str, str]) -> int:
 
     stopping = False
     supervising = False
+    stopped = threading.Event()  # set once the children are being stopped
 
     def request_stop(signum: int, frame: object) -> None:
         nonlocal stopping
@@ -207,7 +245,9 @@ def run(settings: Settings, environ: Mapping[str, str]) -> int:
             neo4j.launch()
             children.append(neo4j)
             wait_for_bolt(instance, 180.0, neo4j.proc)
-        for role in ("engine", "manager", "app", "edge"):
+            watcher = (instance, neo4j, stopped)
+            threading.Thread(target=_restart_stopped_database, args=watcher, daemon=True).start()
+        for role in ("engine", "manager", "channels", "app", "edge"):
             child = Child(role, _role(role, environ, settings.log_dir))
             child.launch()
             children.append(child)
@@ -221,6 +261,7 @@ def run(settings: Settings, environ: Mapping[str, str]) -> int:
     except KeyboardInterrupt:
         log.info("[supervisor] op=interrupted")
     finally:
+        stopped.set()
         for child in reversed(children):
             child.stop()
         if children and children[0].name == "neo4j":

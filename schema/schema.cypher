@@ -60,6 +60,7 @@ CREATE CONSTRAINT order_id_unique IF NOT EXISTS FOR (n:Order) REQUIRE n.id IS UN
 CREATE CONSTRAINT cloudflare_tunnel_id_unique IF NOT EXISTS FOR (n:CloudflareTunnel) REQUIRE n.id IS UNIQUE;
 CREATE CONSTRAINT cloudflare_hostname_id_unique IF NOT EXISTS FOR (n:CloudflareHostname) REQUIRE n.id IS UNIQUE;
 CREATE CONSTRAINT tool_call_id_unique IF NOT EXISTS FOR (n:ToolCall) REQUIRE n.id IS UNIQUE;
+CREATE CONSTRAINT session_briefing_id_unique IF NOT EXISTS FOR (n:SessionBriefing) REQUIRE n.id IS UNIQUE;
 // A review digest and the alerts of a review routine (written by memory-write when one runs).
 CREATE CONSTRAINT review_digest_id_unique IF NOT EXISTS FOR (n:ReviewDigest) REQUIRE n.id IS UNIQUE;
 CREATE CONSTRAINT review_alert_id_unique IF NOT EXISTS FOR (n:ReviewAlert) REQUIRE n.id IS UNIQUE;
@@ -78,6 +79,9 @@ CREATE CONSTRAINT conversation_session_unique IF NOT EXISTS FOR (n:Conversation)
 CREATE CONSTRAINT message_source_key IF NOT EXISTS FOR (n:Message) REQUIRE (n.accountId, n.sourceKey) IS UNIQUE;
 // A contact's email, trimmed and lower-cased (appliance/memory/contacts.py); only the contact book
 // sets it, so Person nodes written before it or without an email are not constrained.
+// A channel message's delivery key (appliance/memory/channels.py): a redelivered update finds the
+// row its first delivery made, however the two race.
+CREATE CONSTRAINT channel_message_key IF NOT EXISTS FOR (n:ChannelMessage) REQUIRE (n.accountId, n.channelKey) IS UNIQUE;
 CREATE CONSTRAINT person_email_key IF NOT EXISTS FOR (n:Person) REQUIRE (n.accountId, n.emailKey) IS UNIQUE;
 
 // ── Account lookups: every read filters by accountId ──────────────────────────────────────────
@@ -127,6 +131,7 @@ CREATE INDEX order_account IF NOT EXISTS FOR (n:Order) ON (n.accountId);
 CREATE INDEX cloudflare_tunnel_account IF NOT EXISTS FOR (n:CloudflareTunnel) ON (n.accountId);
 CREATE INDEX cloudflare_hostname_account IF NOT EXISTS FOR (n:CloudflareHostname) ON (n.accountId);
 CREATE INDEX tool_call_account IF NOT EXISTS FOR (n:ToolCall) ON (n.accountId);
+CREATE INDEX session_briefing_latest IF NOT EXISTS FOR (n:SessionBriefing) ON (n.accountId, n.createdAt);
 CREATE INDEX review_digest_account IF NOT EXISTS FOR (n:ReviewDigest) ON (n.accountId, n.createdAt);
 CREATE INDEX review_alert_account IF NOT EXISTS FOR (n:ReviewAlert) ON (n.accountId, n.createdAt);
 CREATE INDEX reminder_account IF NOT EXISTS FOR (n:Reminder) ON (n.accountId);
@@ -139,6 +144,8 @@ CREATE INDEX chunk_content_hash IF NOT EXISTS FOR (n:Chunk) ON (n.accountId, n.c
 CREATE INDEX report_title IF NOT EXISTS FOR (n:Report) ON (n.accountId, n.title);
 // What is due next: the session manager's loop asks every half minute.
 CREATE INDEX event_next_fire IF NOT EXISTS FOR (n:Event) ON (n.accountId, n.nextFireAt);
+// Inbound channel messages still being handled: the channels role takes them up after a restart.
+CREATE INDEX channel_message_state IF NOT EXISTS FOR (n:ChannelMessage) ON (n.accountId, n.state);
 CREATE INDEX reminder_next_fire IF NOT EXISTS FOR (n:Reminder) ON (n.accountId, n.nextFireAt);
 // The owner's tasks among the audit trail's (kind "owner" vs "audit"; appliance/memory/work.py).
 // Visitors' conversations that went quiet, for the lead review (appliance/agents/leads.py).

@@ -46,10 +46,11 @@ def test_killed_neo4j_is_reported_then_restarted(tmp_path: Path, start_maxy: Any
     password_file = data / "keys" / "neo4j-password"
     assert password_file.stat().st_mode & 0o777 == 0o600
     # Each role's output is kept in <data>/logs/<role>.log, every line stamped (logs-read).
-    for role in ("engine", "manager", "app", "edge"):
+    for role in ("engine", "manager", "channels", "app", "edge"):
         lines = (data / "logs" / f"{role}.log").read_text().splitlines()
         assert lines and all(line[:2] == "20" and line[10] == "T" for line in lines), role
     assert "[sessions] op=start" in (data / "logs" / "manager.log").read_text()
+    assert "[channels] op=start" in (data / "logs" / "channels.log").read_text()
 
     home = data / "neo4j"
     first = neo4j_pid(home)

@@ -3,11 +3,17 @@
 A durable write on an SD card is: a temporary file in the same folder, write, fsync, rename
 over the target, fsync the folder. Anything less can leave an empty or half file after a power
 cut. Readers see the old content or the new, never a mix.
+
+A full disk is one error everywhere: :class:`DiskFull` (code ``disk-full``), raised from an
+``ENOSPC``/``EDQUOT`` by :func:`disk_full_errors` around any write of Maxy's data (these writes,
+uploads, the engine's kept texts, Neo4j's store, backups), so the owner reads the same "free
+space, then try again" whichever write found the partition full.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import hashlib
 import logging
 import os
@@ -20,6 +26,59 @@ log = logging.getLogger(__name__)
 BLOCK = 1024 * 1024
 PRIVATE_DIR_MODE = 0o700
 SECRET_MODE = 0o600
+_NO_SPACE = (errno.ENOSPC, errno.EDQUOT)
+# Below this many free bytes a partition counts as full: Neo4j needs a few MB to restart (its
+# logs, a checkpoint) and stops its database on the first transaction it cannot append.
+LOW_SPACE = 8 * 1024 * 1024
+
+
+class DiskFull(Exception):
+    """A write found no space left: nothing was changed; free space, then try again.
+
+    ``where`` names what could not be written (a path, or "the Neo4j store").
+    """
+
+    code = "disk-full"
+
+    def __init__(self, where: str) -> None:
+        self.where = where
+        super().__init__(
+            f"The disk is full: {where} could not be written (no space left on the device), "
+            "and nothing was changed. Free space on the data partition — remove old backups "
+            "or uploaded files you no longer need — then try again."
+        )
+
+
+def is_no_space(err: OSError) -> bool:
+    """True if ``err`` says the disk (or the user's quota) is full."""
+    return err.errno in _NO_SPACE
+
+
+def free_bytes(path: Path) -> int | None:
+    """Bytes an unprivileged writer may still use on ``path``'s filesystem (None: no such path)."""
+    try:
+        stats = os.statvfs(path)
+    except OSError:
+        return None
+    return stats.f_bavail * stats.f_frsize
+
+
+def low_on_space(path: Path) -> bool:
+    """True if ``path`` exists on a filesystem with less than :data:`LOW_SPACE` bytes free."""
+    free = free_bytes(path)
+    return free is not None and free < LOW_SPACE
+
+
+@contextlib.contextmanager
+def disk_full_errors(where: Path | str) -> Iterator[None]:
+    """Turn a no-space ``OSError`` raised inside the block into :class:`DiskFull`."""
+    try:
+        yield
+    except OSError as err:
+        if is_no_space(err):
+            log.error("[disk] op=write error=disk-full where=%s", where)
+            raise DiskFull(str(where)) from err
+        raise
 
 
 def fsync_dir(folder: Path) -> None:
@@ -51,14 +110,15 @@ class Staged:
         ``exclusive`` publishes with link(2), which fails when the name exists, so two
         processes racing to create the same file agree on whichever came first.
         """
-        if exclusive:
-            try:
-                os.link(self.path, self.target)
-            except FileExistsError:
-                return False
-        else:
-            os.replace(self.path, self.target)
-        fsync_dir(self.target.parent)
+        with disk_full_errors(self.target):
+            if exclusive:
+                try:
+                    os.link(self.path, self.target)
+                except FileExistsError:
+                    return False
+            else:
+                os.replace(self.path, self.target)
+            fsync_dir(self.target.parent)
         return True
 
 
@@ -71,13 +131,14 @@ def staged(path: Path, data: bytes | str, *, mode: int = 0o644) -> Iterator[Stag
     """
     raw = data.encode("utf-8") if isinstance(data, str) else data
     temp = path.with_name(f".{path.name}.{secrets.token_hex(6)}.tmp")
-    fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, mode)
     try:
-        with os.fdopen(fd, "wb") as handle:
-            os.fchmod(handle.fileno(), mode)  # the umask must not narrow or widen it
-            handle.write(raw)
-            handle.flush()
-            os.fsync(handle.fileno())
+        with disk_full_errors(path):
+            fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, mode)
+            with os.fdopen(fd, "wb") as handle:
+                os.fchmod(handle.fileno(), mode)  # the umask must not narrow or widen it
+                handle.write(raw)
+                handle.flush()
+                os.fsync(handle.fileno())
         yield Staged(temp, path)
     finally:
         temp.unlink(missing_ok=True)

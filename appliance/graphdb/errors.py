@@ -9,6 +9,15 @@ Neo4jSetupError
 
 from __future__ import annotations
 
+# Neo4j's answer to every transaction (reads too) once it stopped its database after a write it
+# could not append to its transaction log (a full disk): only a restart of the server clears it.
+DATABASE_STOPPED = "needs to be restarted"
+
+
+def database_stopped(reason: str | None) -> bool:
+    """True if a Bolt probe's failure (or a query's error message) is that stopped database."""
+    return reason is not None and DATABASE_STOPPED in reason
+
 
 class Neo4jSetupError(Exception):
     """The development Neo4j cannot be prepared, started or stopped."""

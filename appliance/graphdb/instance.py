@@ -7,6 +7,8 @@ Layout of an instance home (``MAXY_NEO4J_HOME``, default ``<data_dir>/neo4j``)::
     logs/console.log     the server's output when started by ``maxy neo4j start``
     run/neo4j.pid        pid of a server started by ``maxy neo4j start``
     run/bolt.port        the port a ``bolt://…:0`` instance got on its first start (kept)
+    run/torn-log         set by a restart after Neo4j stopped its database (a full disk): the
+                         next start truncates the transaction log's torn tail (see below)
 
 The jars live in the cache (``<cache_dir>/neo4j/<version>/lib``), checked against the
 ``SHA256SUMS`` file written when they were fetched.
@@ -45,6 +47,11 @@ log = logging.getLogger(__name__)
 MAIN_CLASS = "org.neo4j.server.Neo4jCommunity"
 ADMIN_CLASS = "org.neo4j.cli.AdminTool"
 SUMS_FILE = "SHA256SUMS"
+# A write the full disk cut short leaves a torn entry at the end of the transaction log, and
+# Neo4j then refuses to recover ("Unreadable bytes are encountered after last readable
+# position"). That transaction failed (it was never acknowledged), so the one start after such a
+# stop may drop it; every other start keeps refusing a damaged log.
+TRUNCATE_TORN_LOG = "internal.dbms.tx_log.fail_on_corrupted_log_files=false"
 
 
 def distribution_dir(settings: Settings) -> Path:
@@ -156,6 +163,17 @@ class Neo4jInstance:
         return self.home / "run" / "neo4j.pid"
 
     @property
+    def torn_log_mark(self) -> Path:
+        """Present between a restart for a stopped database and the next start."""
+        return self.home / "run" / "torn-log"
+
+    def mark_torn_log(self) -> None:
+        """Let the next start truncate a torn transaction-log tail (called before a restart
+        for a database Neo4j stopped after a write its full disk could not take)."""
+        self.torn_log_mark.parent.mkdir(parents=True, exist_ok=True)
+        self.torn_log_mark.touch()
+
+    @property
     def console_log(self) -> Path:
         """Output of a server started in the background."""
         return console_log(self.home)
@@ -189,6 +207,10 @@ class Neo4jInstance:
             "db.tx_log.rotation.retention_policy=1 days",
             "server.directories.run=run",
         ]
+        if self.torn_log_mark.exists():
+            lines.append(TRUNCATE_TORN_LOG)
+            self.torn_log_mark.unlink()
+            log.warning("[neo4j] op=recover truncate=torn-log-tail (after a full disk)")
         conf = self.home / "conf" / "neo4j.conf"
         conf.write_text("\n".join(lines) + "\n")
 

@@ -3,7 +3,10 @@
 The launcher prepares the instance (configuration, initial password), starts the Java server as
 its child with the server's output on its own (the journal, on the device), and tells systemd
 READY once Bolt answers a query. After that it checks Bolt every watchdog interval and pings the
-watchdog only after an answered query, so a server that stops answering gets restarted. On
+watchdog only after an answered query, so a server that stops answering gets restarted. A server
+that answers that it stopped its database (after a write its full disk could not take) is
+stopped once the store's partition has room again, so that systemd restarts it (Neo4j does not
+recover by itself); until then the watchdog is fed, as a restart on a full disk would fail. On
 SIGTERM/SIGINT it says STOPPING and stops the server (SIGKILL after the grace period).
 
 Exit status: 0 after a requested stop; the server's own code (at least 1) when it died by
@@ -20,10 +23,11 @@ import time
 from collections.abc import Callable
 from types import FrameType
 
+from appliance.core.fsio import low_on_space
 from appliance.core.ports import check_port_free
 from appliance.core.proc import stop_group
 from appliance.core.systemd import Notifier
-from appliance.graphdb.errors import Neo4jSetupError, StartFailed
+from appliance.graphdb.errors import Neo4jSetupError, StartFailed, database_stopped
 from appliance.graphdb.instance import Neo4jInstance, bolt_ready
 
 log = logging.getLogger(__name__)
@@ -32,6 +36,7 @@ START_WAIT = 180.0
 STOP_WAIT = 60.0
 POLL = 0.5  # how often the launcher notices a stop request or a dead server
 BOLT_TIMEOUT_MAX = 5.0
+CHECK_EVERY = 5.0  # seconds between Bolt checks without a watchdog
 
 
 def run(
@@ -84,7 +89,14 @@ def run(
             reason = bolt_ready(uri, user, password)
         log.info("[neo4j] op=ready bolt=%s pid=%s", uri, proc.pid)
         notifier.ready("neo4j", f"Bolt answering on {uri}")
-        return _watch(proc.poll, notifier, stop, lambda t: bolt_ready(uri, user, password, t))
+        return _watch(
+            proc.poll,
+            notifier,
+            stop,
+            lambda t: bolt_ready(uri, user, password, t),
+            lambda: not low_on_space(instance.home),
+            instance.mark_torn_log,
+        )
     finally:
         stop_group(proc, stop_wait)
         instance.pid_file.unlink(missing_ok=True)
@@ -96,25 +108,38 @@ def _watch(
     notifier: Notifier,
     stop: threading.Event,
     check: Callable[[float], str | None],
+    room: Callable[[], bool],
+    before_restart: Callable[[], None],
 ) -> int:
-    """Until a stop request: notice the server dying, ping the watchdog after answered queries."""
+    """Until a stop request: notice the server dying, ping the watchdog after answered queries,
+    and end (status 1: restart me) once a stopped database has room to start again."""
     interval = notifier.watchdog_interval
-    timeout = min(BOLT_TIMEOUT_MAX, interval / 2) if interval else BOLT_TIMEOUT_MAX
-    next_check = time.monotonic()
+    period = interval or CHECK_EVERY
+    timeout = min(BOLT_TIMEOUT_MAX, period / 2)
+    next_check = time.monotonic() + period
     if interval is not None:
         notifier.ping()
-        next_check += interval
-    while not stop.wait(min(POLL, interval or POLL)):
+    waiting = False
+    while not stop.wait(min(POLL, period)):
         code = poll()
         if code is not None:
             log.error("[neo4j] op=exited code=%s", code)
             return code or 1
-        if interval is None or time.monotonic() < next_check:
+        if time.monotonic() < next_check:
             continue
-        next_check = time.monotonic() + interval
+        next_check = time.monotonic() + period
         reason = check(timeout)
-        if reason is None:
-            notifier.ping()
+        if database_stopped(reason):
+            if room():
+                log.error("[neo4j] op=restart reason=database-stopped (the disk has room again)")
+                before_restart()
+                return 1
+            if not waiting:
+                log.error("[neo4j] op=wait reason=database-stopped disk=full (restart once freed)")
+            waiting = True
+        if reason is None or database_stopped(reason):
+            if interval is not None:
+                notifier.ping()
         elif not stop.is_set():
             log.warning("[neo4j] op=watchdog skip=no-answer reason=%r", reason)
     return 0

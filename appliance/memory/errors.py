@@ -3,6 +3,8 @@
     EngineError
     ├── WriteRejected              a write refused before anything was written
     ├── NotFound                   no such node the caller may see
+    ├── BackupError                a backup could not be written (disk full, busy) or restored
+    │   └── BackupRefused          an archive failed verification: nothing was changed
     ├── EmbedError
     │   ├── ModelMissing           the GGUF file is not there
     │   ├── ModelLoadFailed        llama.cpp could not load it
@@ -88,6 +90,18 @@ class WriteRejected(EngineError):
     """The write was refused; nothing was written."""
 
     code = "write-rejected"
+
+
+class BackupError(EngineError):
+    """A backup could not be written, listed or restored."""
+
+    code = "backup-failed"
+
+
+class BackupRefused(BackupError):
+    """An archive is corrupt, truncated or of another format: refused before any change."""
+
+    code = "backup-refused"
 
 
 class NotFound(EngineError):

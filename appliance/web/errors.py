@@ -5,7 +5,9 @@ middleware list) is the one handler that renders it. Code that answers without r
 middleware) calls :func:`error_response` and gets the same shape. An engine call that fails
 becomes an :class:`ApiError` through :func:`engine_error`, whose status comes from one table
 (:data:`ENGINE_STATUS`): the caller's mistake is 400, the engine unable to serve now is 503, a
-broken answer or an engine bug is 502.
+broken answer or an engine bug is 502. A full disk is 507 with code ``disk-full`` wherever it
+was found: in the engine (its RPC error) or in a route's own write
+(:class:`~appliance.core.fsio.DiskFull`, rendered by the same middleware).
 """
 
 from __future__ import annotations
@@ -17,14 +19,18 @@ from typing import Any
 from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from appliance.core.fsio import DiskFull
 from appliance.rpc.protocol import RemoteError, RpcError, RpcUnavailable
 
+DISK_FULL_STATUS = 507  # Insufficient Storage
 # Engine error codes that are the caller's mistake; "internal" is the engine's own bug.
 ENGINE_STATUS: dict[str, int] = {
     "bad-request": 400,
     "write-rejected": 400,
     "empty-text": 400,
     "not-found": 404,
+    "disk-full": DISK_FULL_STATUS,
+    "backup-refused": 400,
     "internal": 502,
 }
 ENGINE_UNAVAILABLE = (
@@ -99,6 +105,10 @@ class ApiErrorMiddleware:
             if started:
                 raise
             await err.response()(scope, receive, send)
+        except DiskFull as err:
+            if started:
+                raise
+            await error_response(DISK_FULL_STATUS, err.code, str(err))(scope, receive, send)
 
 
 def engine_status(code: str) -> int:

@@ -9,7 +9,12 @@ import pytest
 
 from appliance.core.config import load_settings
 from appliance.graphdb.errors import DistributionMissing, PasswordMismatch
-from appliance.graphdb.instance import Neo4jInstance, distribution_dir, verify_distribution
+from appliance.graphdb.instance import (
+    TRUNCATE_TORN_LOG,
+    Neo4jInstance,
+    distribution_dir,
+    verify_distribution,
+)
 from tests.support.processes import base_environ, maxy, private_neo4j
 
 
@@ -56,6 +61,26 @@ def test_a_store_without_its_password_file_is_refused(tmp_path: Path) -> None:
     auth.write_text("neo4j:SHA-256,…\n")
     with pytest.raises(PasswordMismatch, match="Restore that file, or delete"):
         instance.prepare()
+
+
+def test_only_the_start_after_a_stopped_database_may_truncate_a_torn_log(tmp_path: Path) -> None:
+    env = base_environ()
+    env["MAXY_DATA_DIR"] = str(tmp_path)
+    settings = load_settings(env)
+    instance = Neo4jInstance.from_settings(settings, env)
+    (instance.home / "data" / "dbms").mkdir(parents=True)
+    (instance.home / "data" / "dbms" / "auth.ini").write_text("neo4j:SHA-256,…\n")
+    settings.neo4j_password_path.parent.mkdir(parents=True)
+    settings.neo4j_password_path.write_text("secret\n")  # an initialised store: no Java needed
+    conf = instance.home / "conf" / "neo4j.conf"
+    instance.prepare()
+    assert TRUNCATE_TORN_LOG not in conf.read_text()  # a damaged log is refused by default
+    instance.mark_torn_log()
+    instance.prepare()
+    assert TRUNCATE_TORN_LOG in conf.read_text()
+    assert not instance.torn_log_mark.exists()
+    instance.prepare()
+    assert TRUNCATE_TORN_LOG not in conf.read_text()  # one start only
 
 
 def test_missing_or_damaged_jars_say_how_to_fetch_them(tmp_path: Path) -> None:
