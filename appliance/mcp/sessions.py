@@ -11,6 +11,11 @@ as the device's own account only (:func:`~appliance.mcp.owner.device_account`).
   specialist, so the manager's caps guard it: at most ``MAXY_SPECIALIST_CAP`` at once, the oldest
   idle one evicted for a new one, the operator's reserved slots never taken, and the idle reaper
   stopping one that stays silent.
+- ``session-compact``: this session's compaction briefing (what was asked, done and decided, the
+  work in progress, what the owner shared), kept by the engine's ``briefing.write`` for the next
+  admin session to start from. The manager asks for it when the context passes its threshold
+  (:mod:`appliance.sessions.compaction`); the caller's own session and account come from its
+  environment, never from an argument.
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ from appliance.mcp.owner import device_account
 from appliance.mcp.plugins import installed_of
 from appliance.mcp.tool import Tool, ToolContext, ToolError
 from appliance.plugins.errors import PluginNotFound
+from appliance.rpc import engine as api
 from appliance.web.manager_client import (
     ManagerClient,
     ManagerError,
@@ -277,6 +283,17 @@ TOOLS: tuple[Tool, ...] = (
         description=(
             "Start a role as a specialist session of its own for longer work, under the "
             "device's specialist cap; read its result later with session-list and its id."
+        ),
+    ),
+    Tool(
+        name="session-compact",
+        plugin="admin",
+        method=api.BRIEFING_WRITE,
+        forwarded=("asked", "done", "decisions", "inProgress", "aboutOwner"),
+        description=(
+            "Leave this session's briefing for the next admin session before the context is "
+            "compacted: what the owner asked, what was done, the decisions made, the work in "
+            "progress, and what the owner shared about themselves. Call it when asked to."
         ),
     ),
 )

@@ -2,7 +2,9 @@
 
 It also runs the scheduling plugin's due loop (:mod:`appliance.sessions.scheduler`): what is due
 starts an admin turn; and the conversation recorder (:mod:`appliance.sessions.recorder`): what is
-said in admin sessions is kept in the graph.
+said in admin sessions is kept in the graph; and the compactor
+(:mod:`appliance.sessions.compaction`): an admin session whose context passes the threshold is
+asked for its briefing.
 
 :class:`SessionManager` owns the PTY handles (by session id), the caps and the registry. Every
 end path of a process — natural exit, crash, operator stop, eviction, idle reap,
@@ -26,6 +28,7 @@ from typing import Any
 from appliance.core.config import Settings
 from appliance.core.proc import escalate_async, signal_group, signal_process
 from appliance.sessions.caps import Caps, Slot
+from appliance.sessions.compaction import Compactor
 from appliance.sessions.errors import (
     SessionAlive,
     SessionNotFound,
@@ -77,6 +80,8 @@ class SessionManager:
             settings.engine_socket, self.spawner.account_id, self.registry.transcript_path
         )
         self.registry.hooks.append(self.recorder.on_row)
+        self.compactor = Compactor(settings, self.registry, self._submit_line)
+        self.registry.hooks.append(self.compactor.on_row)
         self._closing: set[str] = set()
         self.login = ClaudeLogin(
             lambda: find_claude(settings.claude_bin, self.spawner.base_env),
@@ -117,6 +122,7 @@ class SessionManager:
         self._stop.set()
         await self.login.close()
         await self.recorder.close()
+        await self.compactor.close()
         handles = list(self._slots)
         await asyncio.gather(*(self._stop_handle(h, "shutdown") for h in handles))
         for task in self._loops[1:]:
@@ -172,6 +178,10 @@ class SessionManager:
         """Start a session and answer once its PID file is there."""
         plan = self.spawner.plan(request, await self.spawner.previous_context(request))
         session_id = plan.session_id
+        if request.session_id and session_id in self.registry.rows:
+            raise SessionAlive(
+                f"Session {session_id} exists already; resume it (resume: {session_id})."
+            )
         if request.resume:
             existing = self.registry.rows.get(session_id)
             if existing is not None and existing["state"] == "live":
@@ -427,6 +437,9 @@ class SessionManager:
         if submit:
             self._track(self._check_turn(session_id, before, time.monotonic()), "input-check")
         return {"id": session_id, "written": len(data)}
+
+    async def _submit_line(self, token: str, text: str) -> None:
+        await self.submit_input(token, text, submit=True)
 
     async def _check_turn(self, session_id: str, prompts_before: int, sent: float) -> None:
         """Log whether a turn started after input: status busy or a new prompt line."""

@@ -7,9 +7,11 @@ Two kinds of spawn:
   mcp-helper``, with the account's environment), its roles and skills in a generated
   ``--plugin-dir``, its instructions in the system prompt; ``--add-dir`` names the bundled agent
   directories, permission mode and model come from the request or the settings, and
-  ``--resume`` continues an earlier session. With a ``role`` (a role of an enabled plugin), the
-  session runs as that role, ``--agent <plugin>:<role>``: its prompt and its ``tools:`` line; a
-  specialist (``specialist: true``) is one the manager's caps count as such.
+  ``--resume`` continues an earlier session; ``sessionId`` chooses a new session's id (a
+  channel's per-sender thread is one id, the same after every restart). With a ``role`` (a role
+  of an enabled plugin), the session runs as that role, ``--agent <plugin>:<role>``: its prompt
+  and its ``tools:`` line; a specialist (``specialist: true``) is one the manager's caps count
+  as such.
 - ``public-spawn``: a visitor's chat: ``--strict-mcp-config`` with only the plugins that allow a
   public tool (their servers list only those tools), no built-in tools (``--tools ""``), an
   allow-list of exactly the public tools and a deny list covering the native tools and every
@@ -122,6 +124,7 @@ class SpawnRequest:
     model: str | None = None
     permission_mode: str | None = None
     resume: str | None = None
+    session_id: str | None = None
     agent: str | None = None
     system_prompt: str | None = None
     specialist: bool = False
@@ -145,6 +148,13 @@ class SpawnRequest:
         resume = _text(data, "resume", 36)
         if resume is not None and not _UUID.match(resume):
             raise BadRequest("resume must be a session id (a UUID).")
+        session_id = _text(data, "sessionId", 36)
+        if session_id is not None and (
+            kind == "public" or resume is not None or not _UUID.match(session_id)
+        ):
+            raise BadRequest(
+                "sessionId names a new admin session (a lower-case UUID), without resume."
+            )
         agent = _text(data, "agent", 64)
         if agent is not None and not _AGENT_SLUG.match(agent):
             raise BadRequest("agent must be an agent slug (lower-case letters, digits, -).")
@@ -154,6 +164,7 @@ class SpawnRequest:
             model=_text(data, "model", 100),
             permission_mode=mode,
             resume=resume,
+            session_id=session_id,
             agent=agent,
             system_prompt=_text(data, "systemPrompt", 100_000),
             specialist=_flag(data, "specialist"),
@@ -369,7 +380,7 @@ class Spawner:
         prompt and ignored for a public one.
         """
         claude = find_claude(self.settings.claude_bin, self.base_env)
-        session_id = request.resume or str(uuid.uuid4())
+        session_id = request.resume or request.session_id or str(uuid.uuid4())
         cwd = self.cwd_for(request)
         model = request.model or self.settings.claude_model
         argv = [claude]

@@ -8,6 +8,12 @@ Titles come from the transcript's own title lines: ``custom-title`` (the operato
 ``ai-title`` (the CLI's), which wins over the older ``summary`` lines. A turn has ended when the
 last conversation line is an assistant message whose ``stop_reason`` is terminal.
 
+The context a session holds is the ``usage`` of its last assistant message: what the model read
+(``input_tokens`` + ``cache_creation_input_tokens`` + ``cache_read_input_tokens``) and wrote
+(``output_tokens``) — all of it is in the next request. The compaction briefing
+(:mod:`appliance.sessions.compaction`) is followed here too: each ``session-compact`` tool call's
+result counts as captured, or as failed with its error text when ``is_error``.
+
 :func:`said` tells who said what in one line (the owner's prompts and the assistant's text, for
 the conversation recorder); :class:`Lines` reads the complete lines appended since last time.
 """
@@ -21,6 +27,27 @@ from pathlib import Path
 from typing import Any
 
 TERMINAL_STOP_REASONS = frozenset({"end_turn", "stop_sequence", "max_tokens", "refusal"})
+USAGE_FIELDS = (
+    "input_tokens",
+    "cache_creation_input_tokens",
+    "cache_read_input_tokens",
+    "output_tokens",
+)
+COMPACT_TOOL = "session-compact"  # the admin plugin's; the CLI names it mcp__admin__session-compact
+ERROR_CHARS = 300
+
+
+def context_tokens(message: dict[str, Any]) -> int | None:
+    """The tokens of context an assistant message's ``usage`` shows (None without usage)."""
+    usage = message.get("usage")
+    if not isinstance(usage, dict):
+        return None
+    counts = [usage.get(key) for key in USAGE_FIELDS]
+    return sum(c for c in counts if isinstance(c, int) and not isinstance(c, bool))
+
+
+def _is_compact_tool(name: Any) -> bool:
+    return isinstance(name, str) and (name == COMPACT_TOOL or name.endswith("__" + COMPACT_TOOL))
 
 
 # Text the CLI puts in user lines that the owner did not write: slash-command bookkeeping and
@@ -44,6 +71,11 @@ def _texts(content: Any) -> str:
     return "\n\n".join(kept)
 
 
+def _blocks(message: dict[str, Any]) -> list[dict[str, Any]]:
+    content = message.get("content")
+    return [b for b in content if isinstance(b, dict)] if isinstance(content, list) else []
+
+
 def said(entry: dict[str, Any]) -> tuple[str, str] | None:
     """``(role, text)`` of a line a person or the assistant said, else None.
 
@@ -59,7 +91,7 @@ def said(entry: dict[str, Any]) -> tuple[str, str] | None:
         return None
     if kind == "assistant" and message.get("model") == "<synthetic>":
         return None
-    if kind == "user" and not _is_prompt(entry):
+    if kind == "user" and not is_prompt(entry):
         return None
     text = _texts(message.get("content"))
     return (kind, text) if text else None
@@ -88,7 +120,7 @@ class Lines:
         return [line for line in data[:end].split(b"\n") if line.strip()]
 
 
-def _is_prompt(entry: dict[str, Any]) -> bool:
+def is_prompt(entry: dict[str, Any]) -> bool:
     """A user line typed or sent by a person, not a tool result or a meta line."""
     if entry.get("isMeta") or entry.get("isSidechain"):
         return False
@@ -115,6 +147,11 @@ class Transcript:
     stop_reason: str | None = None
     last_timestamp: str | None = None
     titles: dict[str, str] = field(default_factory=dict)
+    context_tokens: int = 0
+    compact_ok: int = 0
+    compact_failed: int = 0
+    compact_error: str | None = None
+    _compact_uses: set[str] = field(default_factory=set)
     _partial: bytes = b""
 
     @property
@@ -159,14 +196,39 @@ class Transcript:
         elif kind == "summary" and isinstance(entry.get("summary"), str):
             self.titles["summary"] = entry["summary"]
         elif kind == "user" and not entry.get("isSidechain"):
-            if _is_prompt(entry):
+            if is_prompt(entry):
                 self.prompts += 1
             self.turn_ended = False
+            self._compact_results(entry.get("message"))
         elif kind == "assistant" and not entry.get("isSidechain"):
             message = entry.get("message")
             reason = message.get("stop_reason") if isinstance(message, dict) else None
             self.stop_reason = reason if isinstance(reason, str) else None
             self.turn_ended = self.stop_reason in TERMINAL_STOP_REASONS
+            if isinstance(message, dict):
+                tokens = context_tokens(message)
+                if tokens is not None and message.get("model") != "<synthetic>":
+                    self.context_tokens = tokens
+                for block in _blocks(message):
+                    if block.get("type") == "tool_use" and _is_compact_tool(block.get("name")):
+                        self._compact_uses.add(str(block.get("id")))
+
+    def _compact_results(self, message: Any) -> None:
+        """Count the results of ``session-compact`` calls in a user line."""
+        if not self._compact_uses or not isinstance(message, dict):
+            return
+        for block in _blocks(message):
+            use = block.get("tool_use_id")
+            if block.get("type") != "tool_result" or use not in self._compact_uses:
+                continue
+            self._compact_uses.discard(use)
+            if block.get("is_error"):
+                self.compact_failed += 1
+                content = block.get("content")
+                text = content if isinstance(content, str) else _texts(content)
+                self.compact_error = (text or "error")[:ERROR_CHARS]
+            else:
+                self.compact_ok += 1
 
     def read(self, path: Path) -> bool:
         """Read what was appended to ``path`` since the last call; True if anything changed."""

@@ -14,8 +14,10 @@ prompt needs a tool it lists, speaks MCP's JSON-RPC over its stdin/stdout (``ini
 ``notifications/initialized``, ``tools/list``, ``tools/call``) and stops it at exit. A prompt asks
 for a tool in plain words: "search memory for X" calls ``memory-search {query: X}``,
 "remember X" calls ``memory-write {label: Note, properties: {name: X}}``, "resolve the time X"
-calls ``time-resolve {text: X}`` (the scheduling plugin's). Each call is written to
-the transcript as the real CLI writes it: an assistant ``tool_use`` block named
+calls ``time-resolve {text: X}`` (the scheduling plugin's), "call the session-compact tool" calls
+``session-compact`` (the admin plugin's) with a briefing made of the session's earlier prompts:
+``asked`` lists them, ``aboutOwner`` keeps their sentences that start "I " or "My ". Each call
+is written to the transcript as the real CLI writes it: an assistant ``tool_use`` block named
 ``mcp__<server>__<tool>`` (stop_reason ``tool_use``), then a user entry with the matching
 ``tool_result`` (and ``toolUseResult``), then the final assistant reply. The server's stderr goes
 to ``$CLAUDE_CONFIG_DIR/debug/mcp-<server>-<sessionId>.log``.
@@ -47,6 +49,9 @@ in the initial prompt, ``[double key=value …]``, which wins. Keys:
     output=N           print N bytes to the terminal at start
     bridge=ID          a bridgeSessionId in the PID file
     record=DIR         write argv, environment and cwd to DIR/<sessionId>.json
+    usage=N            every assistant message carries usage adding up to N tokens of context
+    compact=ignore|bad asked for session-compact, never call it (ignore), or call it with no
+                       briefing (bad: the tool answers an error)
     require_auth=1     without ANTHROPIC_API_KEY or CLAUDE_CODE_OAUTH_TOKEN, answer each turn
                        as the real CLI does: "Not logged in · Please run /login" (an API error)
     refuse_root=1      act as the real CLI run as root: refuse --permission-mode
@@ -88,6 +93,7 @@ TRIGGERS = (
     (re.compile(r"\bsearch memory for (.+?)(?:[.?!]|$)", re.IGNORECASE), "memory-search"),
     (re.compile(r"\bremember (?:that )?(.+?)(?:[.!]|$)", re.IGNORECASE), "memory-write"),
     (re.compile(r"\bresolve the time (.+?)(?:[.?!]|$)", re.IGNORECASE), "time-resolve"),
+    (re.compile(r"\bcall the (session-compact) tool\b", re.IGNORECASE), "session-compact"),
 )
 
 
@@ -113,6 +119,8 @@ def tool_requests(prompt: str) -> list[tuple[str, dict[str, Any]]]:
                 arguments: dict[str, Any] = {"query": text}
             elif tool == "time-resolve":
                 arguments = {"text": text}
+            elif tool == "session-compact":
+                arguments = {}  # the double fills in its briefing (Double.briefing)
             else:
                 arguments = {"label": "Note", "properties": {"name": text}}
             found.append((match.start(), tool, arguments))
@@ -289,6 +297,7 @@ class Double:
         self.mcp: dict[str, McpServer] = {}
         self.tool_ids = 0
         self.turns = 0
+        self.prompts: list[str] = []
         self.started = now_ms()
 
     def get(self, key: str, default: str = "") -> str:
@@ -345,6 +354,16 @@ class Double:
 
     def message(self, kind: str, message: dict[str, Any], **extra: Any) -> None:
         uid = str(uuid.uuid4())
+        tokens = int(self.get("usage", "0") or 0)
+        if kind == "assistant" and tokens and message.get("model") != "<synthetic>":
+            # As the API reports it: most of the context read from the prompt cache.
+            read = max(0, tokens - 60)
+            message["usage"] = {
+                "input_tokens": min(tokens, 10),
+                "cache_creation_input_tokens": 0,
+                "cache_read_input_tokens": read,
+                "output_tokens": tokens - read - min(tokens, 10),
+            }
         entry = {
             "parentUuid": self.parent,
             "type": kind,
@@ -380,7 +399,12 @@ class Double:
         model = (self.options.get("--model") or ["claude-double"])[0]
         if reason == "end_turn":
             for tool, arguments in tool_requests(prompt):
+                if tool == "session-compact":
+                    if self.get("compact") == "ignore":
+                        continue
+                    arguments = {} if self.get("compact") == "bad" else self.briefing()
                 self.use_tool(model, tool, arguments)
+        self.prompts.append(DIRECTIVE.sub("", prompt).strip())
         if reason == "tool_use":
             content: list[dict[str, Any]] = [
                 {"type": "tool_use", "id": "toolu_1", "name": "Read", "input": {}}
@@ -406,6 +430,22 @@ class Double:
         self.set_status("idle")
         if self.get("exit_after_turn") == "1":
             self.exit(0)
+
+    def briefing(self) -> dict[str, str]:
+        """A session-compact briefing made of the earlier prompts of this run."""
+        sentences = [
+            part.strip()
+            for prompt in self.prompts
+            for part in re.split(r"(?<=[.!?])\s+", prompt)
+            if re.match(r"(I|My)\b", part.strip())
+        ]
+        return {
+            "asked": "; ".join(self.prompts) or "nothing yet",
+            "done": f"Replied to {len(self.prompts)} prompt(s).",
+            "decisions": "None.",
+            "inProgress": "Nothing open.",
+            "aboutOwner": " ".join(sentences),
+        }
 
     def not_logged_in(self) -> None:
         """The real CLI's answer to a turn it has no credentials for (a synthetic API error)."""

@@ -275,12 +275,14 @@ def wait_for_health(manager: Manager) -> None:
     wait_until(healthy, 60, f"the manager to answer on {manager.socket}", 0.05)
 
 
-def restart(manager: Manager) -> Manager:
-    """Stop a manager and start another on the same data (a manager restart)."""
+def restart(manager: Manager, **settings: Any) -> Manager:
+    """Stop a manager and start another on the same data (a manager restart), with ``settings``
+    (by their names) changed."""
     manager.shutdown()
     log = manager.process.log.with_name(f"manager-{time.monotonic_ns()}.log")
-    process = Process(maxy("manager"), manager.env, log)
-    again = Manager(process, manager.env, manager.data_dir, manager.runtime_dir, manager.account_id)
+    env = {**manager.env, **{f"MAXY_{name.upper()}": str(v) for name, v in settings.items()}}
+    process = Process(maxy("manager"), env, log)
+    again = Manager(process, env, manager.data_dir, manager.runtime_dir, manager.account_id)
     try:
         wait_for_health(again)
     except BaseException:
@@ -335,8 +337,3 @@ def children(pid: int) -> list[tuple[int, str]]:
         if int(fields[1]) == pid:
             found.append((int(entry), fields[0].decode()))
     return found
-
-
-def open_fds(pid: int) -> int:
-    """How many descriptors ``pid`` holds, from /proc."""
-    return len(os.listdir(f"/proc/{pid}/fd"))

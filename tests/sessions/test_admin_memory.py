@@ -1,5 +1,7 @@
-"""Admin sessions against a real engine: the <previous-context> block at spawn, and the MCP tool
-calls the `claude` double makes through `maxy mcp`, kept in the graph as ToolCall and Task nodes.
+"""Admin sessions against a real engine: the <previous-context> block at spawn, the MCP tool
+calls the `claude` double makes through `maxy mcp`, kept in the graph as ToolCall and Task nodes,
+and compaction: a session whose transcript's usage passes the threshold is asked for its
+briefing (session-compact), which the next admin session's context starts with.
 
 One engine and one manager (running the double) share an account and a runtime directory, as
 on the device; the double records its argv, so the tests read what each spawn was given.
@@ -29,6 +31,12 @@ from tests.support.stacks import manager_env
 pytestmark = pytest.mark.timeout(240)
 
 WARNING = "[sessions] warn reason=context-unavailable"
+TAGS = (
+    "compaction-start",
+    "compaction-summary-captured",
+    "compaction-failed",
+    "compaction-timeout",
+)
 
 
 @dataclass
@@ -67,7 +75,7 @@ def stack(neo4j_server: Neo4jServer, tmp_path_factory: pytest.TempPathFactory) -
         "MAXY_NEO4J_PASSWORD_FILE": str(neo4j_server.password_file),
         "CLAUDE_DOUBLE_RECORD": str(record),
     }
-    env = manager_env(data, runtime, account.id, extra, {})
+    env = manager_env(data, runtime, account.id, extra, {"compact_timeout": 90})
     engine = Process(maxy("engine"), env, root / "engine.log")
     manager = Manager(
         Process(maxy("manager"), env, root / "manager.log"), env, data, runtime, account.id
@@ -208,6 +216,118 @@ def test_the_owners_turns_are_kept_as_a_conversation_and_never_twice(stack: Stac
         m["key"] for m in stack.rpc("conversation.messages", {"sessionId": session_id})["messages"]
     ]
     assert len(set(keys)) == 4 and all(keys)
+    stack.manager.stop_all()
+
+
+def wait_logged(stack: Stack, session_id: str, tag: str) -> None:
+    try:
+        wait_until(lambda: compaction_log(stack, session_id)[tag], 90, f"[{tag}]")
+    except pytest.fail.Exception:
+        pytest.fail(f"no [{tag}] line; the manager said:\n{stack.manager.output()[-5000:]}")
+
+
+def compaction_log(stack: Stack, session_id: str) -> dict[str, list[str]]:
+    """The manager's compaction lines about one session, by tag."""
+    lines = stack.manager.process.log.read_text().splitlines()
+    return {
+        tag: [line for line in lines if f"[{tag}]" in line and session_id in line] for tag in TAGS
+    }
+
+
+def briefings(neo4j_server: Neo4jServer, session_id: str) -> list[dict[str, Any]]:
+    async def read() -> list[dict[str, Any]]:
+        graph = Graph(neo4j_server.uri, "neo4j", neo4j_server.password)
+        try:
+            rows, _ = await graph.run(
+                "MATCH (b:SessionBriefing {sessionId: $s}) "
+                "OPTIONAL MATCH (c:Conversation)-[:HAS_BRIEFING]->(b) "
+                "RETURN b {.accountId, .scope, .asked, .aboutOwner} AS b, c.sessionId AS linked",
+                {"s": session_id},
+            )
+            return rows
+        finally:
+            await graph.close()
+
+    return asyncio.run(read())
+
+
+def test_past_the_threshold_a_briefing_is_kept_and_the_next_session_starts_with_it(
+    stack: Stack, neo4j_server: Neo4jServer
+) -> None:
+    said = "My name is Ada and I keep bees on the roof. Plan the spring hive inspection."
+    session_id = stack.manager.spawn(f"{said} [double usage=160000]")["id"]
+    wait_logged(stack, session_id, "compaction-summary-captured")
+    [start] = compaction_log(stack, session_id)["compaction-start"]
+    assert "tokens=160000 window=200000 percent=80" in start
+    [kept] = briefings(neo4j_server, session_id)
+    assert kept["b"]["accountId"] == stack.manager.account_id and kept["b"]["scope"] == "admin"
+    assert kept["b"]["aboutOwner"] == "My name is Ada and I keep bees on the roof."
+    assert kept["linked"] == session_id  # on the session's recorded conversation
+
+    async def other_accounts_briefing() -> None:  # newer, and never this account's to see
+        graph = Graph(neo4j_server.uri, "neo4j", neo4j_server.password)
+        try:
+            await graph.run(
+                "CREATE (:SessionBriefing {id: randomUUID(), accountId: 'someone-else', "
+                "sessionId: 'theirs', scope: 'admin', createdAt: datetime() + duration('PT1H'), "
+                "asked: 'Their private plans', done: 'Theirs'})"
+            )
+        finally:
+            await graph.close()
+
+    asyncio.run(other_accounts_briefing())
+    block = stack.rpc("context.previous", {})
+    assert block["briefing"] and block["text"].split("\n")[3].startswith("## Where the last")
+    # A spawn waits at most 3 s for the block and starts without it when the engine is slower
+    # (a loaded machine): try again then, as the owner would see the next session have it.
+    for _ in range(3):
+        following = stack.manager.spawn("good afternoon")
+        [appended] = option(stack.argv(following["id"]), "--append-system-prompt")
+        if appended.startswith("<previous-context>"):
+            break
+        stack.manager.stop(following["id"])
+    context = appended.partition("</previous-context>")[0]
+    assert context.startswith("<previous-context>\n")
+    assert "## Where the last session left off" in context
+    assert "- About the owner: My name is Ada and I keep bees on the roof." in context
+    assert "Plan the spring hive inspection." in context and "Their private plans" not in context
+    # Still past the threshold, the first session is not asked again.
+    stack.manager.wait_row(session_id, lambda r: r["turnEnded"] and r["status"] == "idle", 30)
+    assert len(compaction_log(stack, session_id)["compaction-start"]) == 1
+    stack.manager.stop_all()
+
+
+@pytest.mark.parametrize(
+    ("behaviour", "outcome"),
+    [("bad", "compaction-failed"), ("ignore", "compaction-timeout")],
+)
+def test_a_compaction_that_fails_loses_nothing(
+    stack: Stack, neo4j_server: Neo4jServer, behaviour: str, outcome: str
+) -> None:
+    """The double never calls the tool (the manager stops waiting), or calls it without a
+    briefing (the tool answers an error): logged, nothing written, the session goes on."""
+    if behaviour == "ignore" and stack.manager.env["MAXY_COMPACT_TIMEOUT"] != "2":
+        stack.manager = restart(stack.manager, compact_timeout=2)  # waiting is all it tests
+    first = "Check the bee hive."
+    session_id = stack.manager.spawn(f"{first} [double usage=170000 compact={behaviour}]")["id"]
+    wait_logged(stack, session_id, outcome)
+    lines = compaction_log(stack, session_id)
+    assert len(lines["compaction-start"]) == 1 and not lines["compaction-summary-captured"]
+    if behaviour == "bad":
+        assert "reason=tool-error" in lines[outcome][0]
+    assert briefings(neo4j_server, session_id) == []
+    # The session keeps running with its whole transcript, and takes the owner's next turn.
+    response = stack.manager.request("POST", f"/{session_id}/input", json={"text": "Still there?"})
+    assert response.status_code == 200, response.text
+    stack.manager.wait_row(session_id, lambda r: r["prompts"] == 3 and r["turnEnded"], 30)
+    prompts = [
+        e["message"]["content"]
+        for e in transcript(stack.manager, session_id)
+        if e["type"] == "user" and isinstance(e["message"]["content"], str)
+    ]
+    assert prompts[0].startswith(first) and prompts[2] == "Still there?"
+    assert "call the session-compact tool" in prompts[1]
+    assert stack.manager.row(session_id)["state"] == "live"  # type: ignore[index]
     stack.manager.stop_all()
 
 

@@ -10,8 +10,8 @@ from typing import Any
 
 import httpx
 
-from tests.sessions.conftest import Manager, children, open_fds
-from tests.support.processes import wait_until, wait_until_async
+from tests.sessions.conftest import Manager, children
+from tests.support.processes import open_fds, wait_until, wait_until_async
 
 CYCLES = 500
 PARALLEL = 4

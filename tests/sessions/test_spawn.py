@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import sys
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -194,6 +195,19 @@ def test_resume_continues_the_same_transcript(manager: Manager) -> None:
     manager.wait_row(row["id"], lambda r: r["prompts"] == 2 and r["turnEnded"])
     response = manager.request("POST", "/rc-spawn", json={"resume": row["id"]})
     assert response.status_code == 409 and response.json()["code"] == "session-alive"
+
+
+def test_a_chosen_session_id_starts_that_session_once(manager: Manager) -> None:
+    chosen = str(uuid.uuid4())
+    row = manager.spawn("hello [double exit_after_turn=1]", sessionId=chosen)
+    assert row["id"] == chosen
+    manager.wait_row(chosen, ended)
+    again = manager.request("POST", "/rc-spawn", json={"sessionId": chosen})
+    assert again.status_code == 409 and "resume" in again.json()["message"]
+    for bad in ({"sessionId": "not-a-uuid"}, {"sessionId": chosen, "resume": chosen}):
+        assert manager.request("POST", "/rc-spawn", json=bad).status_code == 400
+    public = manager.request("POST", "/public-spawn", json={"sessionId": str(uuid.uuid4())})
+    assert public.status_code == 400
 
 
 def test_a_missing_cli_is_a_clear_503(start_manager: Any) -> None:

@@ -206,3 +206,46 @@ def test_lines_reads_complete_lines_once_and_starts_over_on_a_new_file(tmp_path:
     path.unlink()
     path.write_bytes(b'{"c": 3}\n')
     assert lines.read(path) == [b'{"c": 3}']
+
+
+def test_the_context_is_the_last_assistant_usage_and_session_compact_results_are_counted() -> None:
+    usage = {
+        "input_tokens": 10,
+        "cache_creation_input_tokens": 200,
+        "cache_read_input_tokens": 150_000,
+        "output_tokens": 40,
+    }
+
+    def use(use_id: str, name: str) -> bytes:
+        content = [{"type": "tool_use", "id": use_id, "name": name, "input": {}}]
+        return line(type="assistant", message={"content": content, "usage": usage})
+
+    def result(use_id: str, error: bool) -> bytes:
+        block = {"type": "tool_result", "tool_use_id": use_id, "content": "Refused: no briefing"}
+        return line(type="user", message={"content": [{**block, "is_error": error}]})
+
+    transcript = Transcript()
+    transcript.feed(
+        b"".join(
+            [
+                use("a", "mcp__admin__session-compact"),
+                use("b", "mcp__memory__memory-search"),
+                result("b", True),  # another tool's error is not the briefing's
+                result("a", False),
+                use("c", "mcp__admin__session-compact"),
+                result("c", True),
+                line(  # a sidechain and the CLI's synthetic messages do not count
+                    type="assistant",
+                    isSidechain=True,
+                    message={"content": [], "usage": {"input_tokens": 5}},
+                ),
+                line(
+                    type="assistant",
+                    message={"model": "<synthetic>", "content": [], "usage": {"input_tokens": 0}},
+                ),
+            ]
+        )
+    )
+    assert transcript.context_tokens == 150_250
+    assert (transcript.compact_ok, transcript.compact_failed) == (1, 1)
+    assert transcript.compact_error == "Refused: no briefing"
