@@ -10,6 +10,12 @@ verified with :func:`appliance.ota.bundle.verify_bundle`, and recorded as an off
 NTFS, ISO 9660, none) are logged and ignored. Nothing here ever installs anything: the owner
 confirms an offer in the admin UI, and ``maxy ota run-request`` does the rest.
 
+The same stick, when it is writable FAT or ext, also gets a copy of the newest backup archive
+(:mod:`appliance.memory.backup`, ``<MAXY_BACKUP_DIR>/maxy-backup-*.tar``) in its
+``maxy-backups/`` folder, written without mounting (``mmd``/``mcopy``; ``debugfs -w``), unless it
+holds that archive already; a copy that does not fit is removed again. One line each:
+``[backup-usb] op=copy|skip|failed device=… file=…``.
+
 One line per event: ``[ota-usb] op=… device=… file=… verdict=…``.
 
 Errors::
@@ -72,7 +78,7 @@ MTOOLS_ENV = {"MTOOLS_SKIP_CHECK": "1", "MTOOLSRC": "/dev/null"}
 
 
 class StickError(OtaError):
-    """A stick could not be read or a bundle not copied off it."""
+    """A stick could not be read or a bundle not copied off it (or a backup onto it)."""
 
 
 @dataclass(frozen=True)
@@ -216,6 +222,94 @@ def copy_bundle(device: Path, fs: str, entry: Entry, folder: Path) -> tuple[Path
     return Path(temp), digest.hexdigest()
 
 
+# ── The newest backup onto the stick ───────────────────────────────────────────────────────
+
+BACKUP_FOLDER = "maxy-backups"
+BACKUP_NAME = re.compile(r"^maxy-backup-\d{8}T\d{6}Z(-\d+)?\.tar$")  # appliance.memory.backup
+
+
+def newest_backup(folder: Path) -> Path | None:
+    """The newest finished backup archive in ``folder``."""
+    if not folder.is_dir():
+        return None
+    found = sorted(p.name for p in folder.iterdir() if BACKUP_NAME.match(p.name))
+    return folder / found[-1] if found else None
+
+
+def _debugfs(device: Path, command: str, timeout: float = LIST_TIMEOUT_S) -> str:
+    """Run one debugfs command read-write; its complaints (it exits 0 anyway) are errors."""
+    try:
+        done = run(["debugfs", "-w", "-R", command, str(device)], timeout=timeout)
+    except ToolError as err:
+        raise StickError(f"debugfs failed: {err}") from err
+    complaints = [
+        line
+        for line in done.stderr.splitlines()
+        if line.strip() and not line.startswith("debugfs ")
+    ]
+    if done.returncode != 0 or complaints:
+        detail = " ".join(" ".join(complaints).split())[-300:]
+        raise StickError(f"debugfs {command.split()[0]} failed on {device}: {detail}")
+    return done.stdout
+
+
+def stick_backups(device: Path, fs: str) -> dict[str, int] | None:
+    """The archives in the stick's backup folder by name and size; None: no such folder."""
+    if fs in FAT_TYPES:
+        root = _run(["mdir", "-b", "-i", str(device), "::/"]).split()
+        if f"::/{BACKUP_FOLDER}/" not in root:
+            return None
+        out = {}
+        for line in _run(["mdir", "-b", "-i", str(device), f"::/{BACKUP_FOLDER}"]).splitlines():
+            name = line.strip().rsplit("/", 1)[-1]
+            if BACKUP_NAME.match(name):
+                found = _FAT_SIZE.search(
+                    _run(["mdir", "-i", str(device), f"::/{BACKUP_FOLDER}/{name}"])
+                )
+                out[name] = int(found.group(1).replace(" ", "")) if found else -1
+        return out
+    listing = run(["debugfs", "-R", f"ls -p /{BACKUP_FOLDER}", str(device)], timeout=LIST_TIMEOUT_S)
+    if "File not found" in listing.stderr:
+        return None
+    out = {}
+    for line in listing.stdout.splitlines():
+        parts = line.strip().split("/")
+        if len(parts) == 8 and parts[2].startswith("10") and BACKUP_NAME.match(parts[5]):
+            out[parts[5]] = int(parts[6]) if parts[6].isdigit() else -1
+    return out
+
+
+def copy_backup(device: Path, fs: str, archive: Path) -> bool:
+    """Put ``archive`` in the stick's backup folder; False when it is there already."""
+    name, size = archive.name, archive.stat().st_size
+    held = stick_backups(device, fs)
+    if held is not None and held.get(name) == size:
+        return False
+    target = f"/{BACKUP_FOLDER}/{name}"
+    try:
+        if fs in FAT_TYPES:
+            if held is None:
+                _run(["mmd", "-i", str(device), f"::/{BACKUP_FOLDER}"])
+            _run(["mcopy", "-o", "-i", str(device), str(archive), f"::{target}"], COPY_TIMEOUT_S)
+        else:
+            if held is None:
+                _debugfs(device, f"mkdir /{BACKUP_FOLDER}")
+            elif name in held:
+                _debugfs(device, f"rm {target}")
+            _debugfs(device, f'write "{archive}" {target}', COPY_TIMEOUT_S)
+            _debugfs(device, f"sif {target} mode 0100644")  # readable where the stick goes next
+        if (stick_backups(device, fs) or {}).get(name) != size:
+            raise StickError(f"the copy of {name} on {device} is incomplete")
+    except StickError:
+        with contextlib.suppress(StickError, ToolError):  # leave no half archive on the stick
+            if fs in FAT_TYPES:
+                _run(["mdel", "-i", str(device), f"::{target}"])
+            else:
+                _debugfs(device, f"rm {target}")
+        raise
+    return True
+
+
 # ── Verdicts and offers ─────────────────────────────────────────────────────────────────────
 
 
@@ -233,6 +327,8 @@ class Scanner:
     max_bytes: int = MAX_BUNDLE_BYTES
     reserve_bytes: int = RESERVE_BYTES
     keep: int = KEEP_OFFERS
+    #: Where the backup archives are (the newest is copied onto each stick); None: no copies.
+    backups: Path | None = None
 
     def scan(self, device: Path, source: str | None = None) -> list[Offer]:
         """Offer every bundle on ``device``; return the offers recorded (empty: none found)."""
@@ -251,7 +347,23 @@ class Scanner:
             offer = self._offer(device, fs, entry, source)
             found.append(offer)
             self._record(offer)
+        self.copy_backup(device, fs)
         return found
+
+    def copy_backup(self, device: Path, fs: str) -> None:
+        """Copy the newest backup onto the stick (logged; a failure is logged, not raised)."""
+        archive = newest_backup(self.backups) if self.backups else None
+        if archive is None:
+            return
+        try:
+            copied = copy_backup(device, fs, archive)
+        except (StickError, ToolError, OSError) as err:
+            log.warning(
+                "[backup-usb] op=failed %s", kv(device=device, file=archive.name, reason=err)
+            )
+            return
+        op = "copy" if copied else "skip"
+        log.info("[backup-usb] op=%s %s", op, kv(device=device, file=archive.name))
 
     def _refused(self, entry: Entry, source: str, reason: str, sha256: str = "") -> Offer:
         ident = sha256[:16] or sha256_hex(f"{entry.name}\0{entry.size}")
@@ -480,7 +592,7 @@ def scanner_from_settings(settings: Settings) -> Scanner:
             full=True,
         )
 
-    return Scanner(UpdatePaths.from_settings(settings), verify)
+    return Scanner(UpdatePaths.from_settings(settings), verify, backups=settings.backups_path)
 
 
 def cmd_watch_usb(settings: Settings, args: argparse.Namespace) -> int:

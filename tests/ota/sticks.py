@@ -12,6 +12,7 @@ import shutil
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from appliance.ota.bundle import create_bundle, verify_bundle
 from appliance.ota.keys import TrustStore, generate_key
@@ -109,7 +110,7 @@ def ext4_stick(path: Path, files: list[Path], size_mib: int = 64) -> Path:
 STICKS = {"vfat": fat_stick, "ext4": ext4_stick}
 
 
-def scanner(paths: UpdatePaths, keys: Keys, **limits: int) -> Scanner:
+def scanner(paths: UpdatePaths, keys: Keys, **limits: Any) -> Scanner:
     """A scanner verifying with the real verify_bundle against ``keys``' trust dir."""
 
     def verify(path: Path) -> Manifest:

@@ -26,7 +26,7 @@ import pytest
 import pyudev
 
 from appliance.core.fsio import sha256_file
-from appliance.ota import offers
+from appliance.ota import offers, usb
 from appliance.ota.offers import UpdatePaths
 from appliance.ota.usb import StickError, Watcher, filesystem_of, is_usb_storage, list_bundles
 from tests.ota.sticks import (
@@ -398,3 +398,62 @@ def test_the_watcher_offers_a_stick_that_appears_and_one_present_at_start(
         stop.set()
         thread.join(30)
     assert [o.sha256 for o in offers.load_offers(paths)] == [offer.sha256]
+
+
+# ── The newest backup onto the stick ────────────────────────────────────────────────────────
+
+
+def _read_off(stick: Path, fs: str, name: str) -> bytes:
+    where = f"/maxy-backups/{name}"
+    command = (
+        ["mcopy", "-n", "-i", str(stick), f"::{where}", "-"]
+        if fs == "vfat"
+        else ["debugfs", "-R", f"cat {where}", str(stick)]
+    )
+    env = {**os.environ, "MTOOLS_SKIP_CHECK": "1", "MTOOLSRC": "/dev/null"}
+    return subprocess.run(command, check=True, capture_output=True, env=env).stdout
+
+
+@pytest.mark.parametrize("fs", ["vfat", "ext4"])
+def test_the_newest_backup_is_copied_onto_a_stick_once(
+    fs: str,
+    keys: Keys,
+    paths: UpdatePaths,
+    tmp_path: Path,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    backups = tmp_path / "backups"
+    backups.mkdir()
+    old = backups / "maxy-backup-20261201T030000Z.tar"
+    new = backups / "maxy-backup-20261202T030000Z.tar"
+    old.write_bytes(os.urandom(1000))
+    new.write_bytes(os.urandom(300_000))
+    (backups / ".maxy-backup-20261203T030000Z.tar.part").write_bytes(b"half")
+    stick = STICKS[fs](tmp_path / "stick.img", [])
+    watcher = scanner(paths, keys)
+    watcher.backups = backups
+
+    with caplog.at_level(logging.INFO, logger="appliance.ota.usb"):
+        assert watcher.scan(stick, "/dev/sda1") == []  # no update on it: still gets the backup
+        assert _read_off(stick, fs, new.name) == new.read_bytes()
+        watcher.scan(stick, "/dev/sda1")  # plugged in again: already there
+    lines = [r.getMessage() for r in caplog.records if "[backup-usb]" in r.getMessage()]
+    assert [line.split()[1] for line in lines] == ["op=copy", "op=skip"], lines
+    assert usb.stick_backups(stick, fs) == {new.name: new.stat().st_size}
+
+
+@pytest.mark.parametrize("fs", ["vfat", "ext4"])
+def test_a_backup_that_does_not_fit_leaves_nothing_on_the_stick(
+    fs: str, keys: Keys, paths: UpdatePaths, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    backups = tmp_path / "backups"
+    backups.mkdir()
+    (backups / "maxy-backup-20261202T030000Z.tar").write_bytes(os.urandom(48 * 1024 * 1024))
+    stick = STICKS[fs](tmp_path / "stick.img", [], size_mib=40)
+    watcher = scanner(paths, keys)
+    watcher.backups = backups
+
+    with caplog.at_level(logging.INFO, logger="appliance.ota.usb"):
+        watcher.scan(stick, "/dev/sda1")
+    assert any("[backup-usb] op=failed" in r.getMessage() for r in caplog.records)
+    assert usb.stick_backups(stick, fs) in ({}, None)
