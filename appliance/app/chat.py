@@ -9,11 +9,10 @@
 
 A visitor is known by the signed cookie ``maxy_visitor`` (a random id and its HMAC under the
 cookie key, domain-separated from login cookies), set on the first request. Each message is
-screened by the inbound gateway (public channel); unless it is discarded, what memory holds for
-it is fetched as the agent (:mod:`appliance.agents.recall`: query classifier, guarded search), and
-the agent answers with that in its prompt — through the Messages API when an API key is stored
-(:mod:`appliance.agents.public_agent`, toolless), else, when Claude is connected, as a public
-Claude Code session with only the public tools (:mod:`appliance.agents.claude_code`); the
+answered as on every channel (:mod:`appliance.agents.answering`): screened by the inbound gateway
+(public channel); unless it is discarded, what memory holds for it is fetched as the agent, and
+the agent answers with that in its prompt — through the Messages API when an API key is stored,
+else, when Claude is connected, as a public Claude Code session with only the public tools; the
 conversation is kept by :mod:`appliance.agents.visitors` (in the graph from the visitor's second
 message).
 
@@ -33,18 +32,12 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import BaseRoute, Route
 
-from appliance.agents.anthropic_client import AnthropicClient
-from appliance.agents.claude_code import SessionAgent, visitor_path
-from appliance.agents.errors import AgentConfigError, AnthropicError
-from appliance.agents.gateway import REFUSAL, Gateway
+from appliance.agents.answering import Answering
 from appliance.agents.public_agent import PublicAgent
-from appliance.agents.recall import recall
-from appliance.agents.store import subscriptions_of
-from appliance.agents.visitors import Conversation, Visitors
+from appliance.agents.visitors import Visitors
 from appliance.app import public
 from appliance.app.context import AppContext
 from appliance.app.public import MAX_MESSAGE_CHARS
-from appliance.core.identity import Caller
 from appliance.web import csrf, signing
 from appliance.web.bodies import json_body
 from appliance.web.client import client_of
@@ -61,7 +54,6 @@ MAX_BODY_BYTES = 16 * 1024
 RATE_LIMIT = 20  # messages per address …
 RATE_WINDOW_S = 60.0  # … in this many seconds
 MAX_TRACKED_ADDRESSES = 10_000
-UNAVAILABLE = "Sorry — I can't answer right now. Please try again in a little while."
 _MAC_DOMAIN = b"maxy-visitor-v1\x00"
 
 
@@ -109,9 +101,8 @@ def routes(ctx: AppContext, visitors: Visitors | None = None) -> list[BaseRoute]
     """The public chat API (before the ``/{slug}`` catch-all); ``visitors`` holds the
     conversations (shared with the lead review, :mod:`appliance.agents.leads`)."""
     settings = ctx.settings
-    client = AnthropicClient(settings)
-    gateway = Gateway(client, settings.gateway_model, settings.gateway_timeout)
-    visitors = visitors or Visitors(ctx.engine, ctx.account.id)
+    answering = Answering(settings, ctx.account, ctx.engine, visitors)
+    visitors = answering.visitors
     limiter = WindowLimiter(RATE_LIMIT, RATE_WINDOW_S, MAX_TRACKED_ADDRESSES)
     key = load_key(settings.cookie_key_path)
 
@@ -119,12 +110,7 @@ def routes(ctx: AppContext, visitors: Visitors | None = None) -> list[BaseRoute]
         slug = request.path_params["slug"]
         if public.load_agent(ctx, slug) is None:
             raise ApiError(404, "no-such-agent", f"There is no agent called {slug!r} here.")
-        folder = public.agents_dir(ctx) / slug
-        if visitor_path(settings) == "claude":
-            return SessionAgent(
-                client, settings.agent_model, folder, ctx.account, settings.manager_socket
-            )
-        return PublicAgent(client, settings.agent_model, folder, ctx.account)
+        return answering.agent(public.agents_dir(ctx) / slug)
 
     def visitor_of(request: Request) -> tuple[str, bool]:
         known = verify_visitor(key, request.cookies.get(VISITOR_COOKIE))
@@ -183,45 +169,18 @@ def routes(ctx: AppContext, visitors: Visitors | None = None) -> list[BaseRoute]
         return response
 
     async def _converse(agent: PublicAgent, visitor: str, text: str) -> AsyncIterator[bytes]:
-        conversation: Conversation = await visitors.open(visitor, agent.slug)
-        async with conversation.lock:
-            screening = await gateway.screen(text, "public")
-            if screening.refuse("public"):
-                _log(agent, "refused", text)
-                yield frame("refusal", {"text": REFUSAL})
-                yield frame("done", {"persisted": False})
-                return
-            caller = Caller(
-                ctx.account.id,
-                ("public",),
-                agent.slug,
-                conversation.session_id,
-                subscriptions_of(agent.folder),
-            )
-            found = await recall(client, settings, ctx.engine, caller, text, conversation.turns)
-            pieces: list[str] = []
-            try:
-                async for delta in agent.reply(
-                    list(conversation.turns), text, screening, found.block
-                ):
-                    pieces.append(delta)
-                    yield frame("delta", {"text": delta})
-            except AgentConfigError as err:
-                log.error("[public-chat] op=reply error=agent-config agent=%s: %s", agent.slug, err)
-                yield frame("error", {"message": UNAVAILABLE})
-                return
-            except AnthropicError as err:
-                _log(agent, f"degraded-{err.reason}", text)
-                yield frame("error", {"message": UNAVAILABLE})
-                return
-            reply = "".join(pieces)
-            if not reply.strip():
-                _log(agent, "empty-reply", text)
-                yield frame("error", {"message": UNAVAILABLE})
-                return
-            persisted = await visitors.add_exchange(conversation, text, reply)
-            _log(agent, "answered", text)
-            yield frame("done", {"persisted": persisted})
+        async for said in answering.answer(agent, visitor, text):
+            if said.kind == "delta":
+                yield frame("delta", {"text": said.text})
+                continue
+            if said.kind == "refusal":
+                yield frame("refusal", {"text": said.text})
+                continue
+            _log(agent, said.outcome, text)
+            if said.kind == "error":
+                yield frame("error", {"message": said.text})
+            else:
+                yield frame("done", {"persisted": said.persisted})
 
     def _log(agent: PublicAgent, outcome: str, text: str) -> None:
         log.info(

@@ -1,4 +1,5 @@
-"""Public agent pages: ``/{slug}``, ``/`` on public host names, and the ``/bot`` landing page.
+"""Public agent pages: ``/{slug}``, ``/`` on public host names, and the ``/bot`` landing page
+(the web agents, and the Telegram bot's link with its QR code, drawn here as SVG, no CDN).
 
 An agent lives in ``<accounts_dir>/<account>/agents/<slug>/`` (:mod:`appliance.agents.store`);
 its ``config.json`` may name it (``displayName``) and describe it (``description``). A slug is
@@ -16,6 +17,7 @@ import logging
 from dataclasses import dataclass
 from pathlib import Path
 
+import segno
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
@@ -23,6 +25,7 @@ from starlette.routing import BaseRoute, Route
 from appliance.agents.store import is_slug, read_config
 from appliance.app import pages
 from appliance.app.context import AppContext
+from appliance.channels import status as channel_status
 from appliance.web.client import client_of
 
 log = logging.getLogger(__name__)
@@ -103,6 +106,17 @@ def agent_response(ctx: AppContext, request: Request, agent: Agent) -> Response:
     )
 
 
+def telegram_bot(ctx: AppContext) -> dict[str, str] | None:
+    """The Telegram bot visitors can write to, with its link's QR code (SVG), if one runs."""
+    running = channel_status.read(ctx.settings.channels_dir, "telegram")
+    bot = running.get("bot")
+    if running.get("state") != "polling" or not isinstance(bot, dict) or not bot.get("username"):
+        return None
+    link = f"https://t.me/{bot['username']}"
+    qr = segno.make(link, error="m").svg_inline(scale=5, border=2, dark="#111", light="#fff")
+    return {"username": str(bot["username"]), "link": link, "qr": qr}
+
+
 def routes(ctx: AppContext) -> list[BaseRoute]:
     """``/``, ``/bot`` and the ``/{slug}`` catch-all (keep these last)."""
     shell = pages.shell_page(ctx)
@@ -116,7 +130,13 @@ def routes(ctx: AppContext) -> list[BaseRoute]:
 
     async def bot(request: Request) -> Response:
         return pages.render(
-            ctx, request, "bot.html", "Talk to us", admin=False, agents=list_agents(ctx)
+            ctx,
+            request,
+            "bot.html",
+            "Talk to us",
+            admin=False,
+            agents=list_agents(ctx),
+            telegram=telegram_bot(ctx),
         )
 
     async def agent_page(request: Request) -> Response:

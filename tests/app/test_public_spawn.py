@@ -14,7 +14,8 @@ from typing import Any
 import httpx
 import pytest
 
-from appliance.app.chat import UNAVAILABLE, VISITOR_COOKIE
+from appliance.agents.answering import UNAVAILABLE
+from appliance.app.chat import VISITOR_COOKIE
 from appliance.core.fsio import write_secret
 from appliance.sessions.spawn import DENIED_TOOLS
 from tests.sessions.test_spawn import option
