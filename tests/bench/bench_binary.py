@@ -33,7 +33,7 @@ import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # `tests` as a package
 
-from tests.support.processes import REPO, base_environ, held_port
+from tests.support.processes import REPO, base_environ, held_port, process_table, rss_mb
 
 ONEFILE = Path(os.environ.get("MAXY_BINARY", REPO / "dist" / "maxy"))
 ONEDIR = REPO / "dist" / "maxy-onedir" / "maxy"
@@ -70,32 +70,9 @@ def stop(proc: subprocess.Popen[bytes], timeout: float = 60) -> None:
             proc.wait()
 
 
-def processes() -> dict[int, tuple[int, list[str]]]:
-    """pid -> (parent pid, argv) of every process, from /proc."""
-    found: dict[int, tuple[int, list[str]]] = {}
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            raw = Path(f"/proc/{entry}/stat").read_bytes()
-            argv = Path(f"/proc/{entry}/cmdline").read_bytes().split(b"\0")
-        except OSError:
-            continue
-        parent = int(raw[raw.rindex(b")") + 2 :].split()[1])
-        found[int(entry)] = (parent, [a.decode(errors="replace") for a in argv if a])
-    return found
-
-
-def rss_mb(pid: int) -> float:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
-    return 0.0
-
-
 def role_rss(root_pid: int, binary: Path) -> dict[str, float]:
     """RSS in MB of each role's process tree under the supervisor ``root_pid``."""
-    table = processes()
+    table = process_table()
     children: dict[int, list[int]] = {}
     for pid, (parent, _) in table.items():
         children.setdefault(parent, []).append(pid)

@@ -39,6 +39,7 @@ from appliance.core.config import load_settings
 from appliance.core.proc import stop_group
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # `tests` as a package
+from tests.support.figures import percentile
 from tests.support.stacks import account_env
 
 REPO = Path(__file__).resolve().parent.parent.parent
@@ -46,11 +47,6 @@ REQUESTS, WARMUP, BLOCK = 3000, 300, 100
 CLIENTS, ROUNDS = 100, 20
 OVERHEAD_TARGET_MS, FANOUT_TARGET_MS = 1.0, 50.0
 _DATA = re.compile(rb"data: (\d+)\n")
-
-
-def percentile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
 
 
 @contextmanager
