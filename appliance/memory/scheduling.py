@@ -29,20 +29,20 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
 from zoneinfo import ZoneInfo
 
-from appliance.core.clock import Clock, TimeZoneError, load_zone, local_iso, read_instant
+from appliance.core.clock import TimeZoneError, load_zone, local_iso, read_instant
 from appliance.core.identity import Caller
 from appliance.memory.chunking import content_hash
 from appliance.memory.errors import EngineError, WriteRejected, rejected
-from appliance.memory.graph import Graph
 from appliance.memory.guards import guard
 from appliance.memory.recurrence import RuleError, expand, missed_between, next_fire, normalize
 from appliance.memory.reindex import reindex_text
-from appliance.memory.write import RESERVED, EmbedText
+from appliance.memory.work import OwnerWork
+from appliance.memory.write import RESERVED
 
 log = logging.getLogger(__name__)
 
@@ -86,35 +86,10 @@ def _instant(props: Mapping[str, Any], key: str) -> datetime | None:
     return datetime.fromisoformat(value) if isinstance(value, str) else None
 
 
-class Scheduling:
-    """The events and reminders of one engine's account.
-
-    ``owner_zone`` gives the owner's time zone (read at each call: the owner may change it);
-    ``clock`` is now, unless a call brings its own (tests, the manager's loop).
-    """
-
-    def __init__(
-        self,
-        graph: Graph,
-        embed: EmbedText,
-        model_name: str,
-        owner_zone: Callable[[], ZoneInfo],
-        clock: Clock,
-    ) -> None:
-        self.graph = graph
-        self.embed = embed
-        self.model_name = model_name
-        self.owner_zone = owner_zone
-        self.clock = clock
+class Scheduling(OwnerWork):
+    """The events and reminders of one engine's account."""
 
     # --- helpers --------------------------------------------------------------------------
-
-    def _now(self, now: datetime | None) -> datetime:
-        """Now as an instant in UTC (the driver cannot send a zoneinfo zone)."""
-        current = now or self.clock()
-        return (
-            current.astimezone(UTC) if current.tzinfo is not None else current.replace(tzinfo=UTC)
-        )
 
     def _zone(self, name: str | None) -> ZoneInfo:
         try:
@@ -246,7 +221,7 @@ class Scheduling:
     ) -> dict[str, Any]:
         """Create an event or a reminder from the call's fields; answer it as an agent reads it."""
         self._owner(caller, "create")
-        current = self._now(now)
+        current = self.now(now)
         zone = self._zone(fields.get("timeZone"))
         props = self._fields(kind, fields, zone, {})
         start = datetime.fromisoformat(props[START[kind]])
@@ -345,7 +320,7 @@ class Scheduling:
     ) -> dict[str, Any]:
         """Change an item's fields; its next fire time is worked out again from now."""
         self._owner(caller, "update")
-        current = self._now(now)
+        current = self.now(now)
         old = await self._find(caller, kind, item_id, "update")
         if old.get("status") == "cancelled":
             raise rejected(
@@ -385,7 +360,7 @@ class Scheduling:
             "WITH n, n.status <> 'cancelled' AS changed "
             "SET n.status = 'cancelled', n.nextFireAt = null, "
             "n.cancelledAt = coalesce(n.cancelledAt, $now) RETURN changed",
-            {**caller.params(), "id": item_id, "now": self._now(now)},
+            {**caller.params(), "id": item_id, "now": self.now(now)},
         )
         changed = bool(rows and rows[0]["changed"])
         log.info("[scheduling] op=cancel kind=%s id=%s changed=%s", kind, item_id, changed)
@@ -403,7 +378,7 @@ class Scheduling:
     ) -> dict[str, Any]:
         """The occurrences of events between ``since`` and ``until`` (repeats expanded)."""
         self._owner(caller, "list")
-        current = self._now(now)
+        current = self.now(now)
         zone = self._zone(None)
         today = current.astimezone(zone).replace(hour=0, minute=0, second=0, microsecond=0)
         start = self._time(since, zone, "since") if since else today
@@ -463,7 +438,7 @@ class Scheduling:
             raise rejected(
                 "scheduling", "bad-status", f"status is one of {', '.join(STATUSES)}, all."
             )
-        current = self._now(now)
+        current = self.now(now)
         cap = max(1, min(limit or MAX_LIST, MAX_LIST))
         rows, _ = await self.graph.run(
             f"MATCH (n:Reminder) WHERE {guard('n')} "
@@ -484,7 +459,7 @@ class Scheduling:
     ) -> dict[str, Any]:
         """Claim every item due by ``now`` (once each, however many times it was missed)."""
         self._owner(caller, "claim")
-        current = self._now(now)
+        current = self.now(now)
         rows, _ = await self.graph.run(
             "MATCH (n) WHERE (n:Event OR n:Reminder) AND n.accountId = $account "
             "AND n.deletedAt IS NULL AND n.status = 'active' AND n.nextFireAt <= $now "
@@ -582,7 +557,7 @@ class Scheduling:
     ) -> dict[str, Any]:
         """Record how a claimed firing went; a failed one is tried again soon (a few times)."""
         self._owner(caller, "fired")
-        current = self._now(now)
+        current = self.now(now)
         retry = current + RETRY_AFTER
         rows, _ = await self.graph.run(
             "MATCH (n) WHERE (n:Event OR n:Reminder) AND n.id = $id AND n.accountId = $account "

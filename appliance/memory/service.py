@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import signal
-from collections.abc import Sequence
+from collections.abc import Coroutine, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 from zoneinfo import ZoneInfo
@@ -27,10 +27,15 @@ from appliance.core.accounts import Account, AccountError, owner_zone
 from appliance.core.clock import utc_now
 from appliance.core.config import Settings
 from appliance.core.documents import keep_text
+from appliance.core.fsio import DiskFull, free_bytes, low_on_space
 from appliance.core.identity import Caller, GuardError
 from appliance.core.systemd import Notifier
 from appliance.memory import (
+    archive,
     audit,
+    backup,
+    briefings,
+    channels,
     context,
     conversations,
     explore,
@@ -43,6 +48,7 @@ from appliance.memory import reindex as reindexing
 from appliance.memory.contacts import Contacts
 from appliance.memory.embedder import Embedder
 from appliance.memory.errors import (
+    BackupError,
     EngineError,
     GraphError,
     SchemaDimensionMismatch,
@@ -51,6 +57,7 @@ from appliance.memory.errors import (
 )
 from appliance.memory.graph import Graph
 from appliance.memory.guards import guard
+from appliance.memory.housekeeping import Housekeeping
 from appliance.memory.ingest import Ingester, IngestRequest
 from appliance.memory.projects import Projects
 from appliance.memory.render import render_structured
@@ -58,9 +65,9 @@ from appliance.memory.scheduling import Scheduling
 from appliance.memory.schema import apply_schema
 from appliance.memory.search import Expander, Searcher, SearchRequest
 from appliance.memory.tasks import Tasks
+from appliance.memory.work_rpc import WorkHandlers, fields
 from appliance.memory.write import Edge, Writer, WriteRequest
 from appliance.rpc import engine as api
-from appliance.rpc import work as work_api
 from appliance.rpc.calls import Called
 from appliance.rpc.protocol import BadParams
 from appliance.rpc.server import Handler, RpcServer, report_progress
@@ -69,7 +76,7 @@ log = logging.getLogger(__name__)
 _T = TypeVar("_T")
 
 HEALTH_QUERY_TIMEOUT = 2.0
-PURGE_INTERVAL = 3600.0
+BACKUP_TICK = 60.0  # how often the housekeeping loop looks whether the nightly backup is due
 KNOWLEDGE_LIMIT = 500  # nodes of each kind (tagged, subscribed) in one KNOWLEDGE.md
 # Never knowledge: visitors' own conversations (public, tagged for the agent), the audit trail,
 # and sections (their chunks carry the text).
@@ -132,13 +139,26 @@ class Engine:
         self.settings = settings
         self.account = account
         self.embedder = embedder
-        self.graph = Graph(settings.neo4j_address(), settings.neo4j_user, read_password(settings))
+        self.graph = Graph(
+            settings.neo4j_address(),
+            settings.neo4j_user,
+            read_password(settings),
+            store=settings.neo4j_home_path,  # absent when Neo4j runs elsewhere
+        )
         # A llama.cpp context is not thread-safe: one worker thread per context of the Embedder,
         # so a single embed (a query, a write) never queues behind a bulk list.
         self._embed_thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="embed")
         self._bulk_thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="embed-bulk")
         self.schema_state = "pending"
         self.schema_error: str | None = None
+        self.schema_settled = asyncio.Event()
+        self.housekeeping = Housekeeping(
+            self.graph,
+            account.id,
+            settings.accounts_dir,
+            settings.purge_grace_days,
+            settings.graph_audit_interval,
+        )
         self.searcher = Searcher(self.graph, self.embed_one, expander)
         self.writer = Writer(self.graph, self.embed_one, embedder.model_name)
         self.account_dir = settings.accounts_dir / account.id
@@ -156,6 +176,11 @@ class Engine:
             self.graph, self.embed_one, embedder.model_name, self.owner_zone, utc_now
         )
         self.projects = Projects(self.tasks)
+        self.work_rpc = WorkHandlers(
+            self.graph, self.projects, self.tasks, self.scheduling, self.caller
+        )
+        self._backup_lock = asyncio.Lock()
+        self._started = utc_now()
 
     @property
     def handlers(self) -> dict[str, Handler]:
@@ -182,17 +207,7 @@ class Engine:
             api.AUDIT_RECORD.name: api.AUDIT_RECORD.handler(self.audit_record),
             api.AGENT_KNOWLEDGE.name: api.AGENT_KNOWLEDGE.handler(self.agent_knowledge),
             api.PREVIOUS_CONTEXT.name: api.PREVIOUS_CONTEXT.handler(self.previous_context),
-            # scheduling
-            api.EVENT_CREATE.name: api.EVENT_CREATE.handler(self.event_create),
-            api.EVENT_LIST.name: api.EVENT_LIST.handler(self.event_list),
-            api.EVENT_UPDATE.name: api.EVENT_UPDATE.handler(self.event_update),
-            api.EVENT_CANCEL.name: api.EVENT_CANCEL.handler(self.event_cancel),
-            api.REMINDER_CREATE.name: api.REMINDER_CREATE.handler(self.reminder_create),
-            api.REMINDER_LIST.name: api.REMINDER_LIST.handler(self.reminder_list),
-            api.REMINDER_UPDATE.name: api.REMINDER_UPDATE.handler(self.reminder_update),
-            api.REMINDER_CANCEL.name: api.REMINDER_CANCEL.handler(self.reminder_cancel),
-            api.SCHEDULE_CLAIM.name: api.SCHEDULE_CLAIM.handler(self.schedule_claim),
-            api.SCHEDULE_FIRED.name: api.SCHEDULE_FIRED.handler(self.schedule_fired),
+            api.BRIEFING_WRITE.name: api.BRIEFING_WRITE.handler(self.briefing_write),
             # contacts
             api.CONTACT_CREATE.name: api.CONTACT_CREATE.handler(self.contact_create),
             api.CONTACT_LOOKUP.name: api.CONTACT_LOOKUP.handler(self.contact_lookup),
@@ -203,7 +218,17 @@ class Engine:
             api.DOCUMENT_VERSIONS.name: api.DOCUMENT_VERSIONS.handler(self.document_versions),
             api.DOCUMENT_VERSION.name: api.DOCUMENT_VERSION.handler(self.document_version),
             api.RESTORE_VERSION.name: api.RESTORE_VERSION.handler(self.restore_version),
-            **self.work_handlers,
+            # backups
+            api.BACKUP_CREATE.name: api.BACKUP_CREATE.handler(self.backup_create),
+            api.BACKUP_LIST.name: api.BACKUP_LIST.handler(self.backup_list),
+            api.BACKUP_RESTORE.name: api.BACKUP_RESTORE.handler(self.backup_restore),
+            **self.work_rpc.handlers,
+            # channels
+            api.CHANNEL_RECORD.name: api.CHANNEL_RECORD.handler(self.channel_record),
+            api.CHANNEL_UPDATE.name: api.CHANNEL_UPDATE.handler(self.channel_update),
+            api.CHANNEL_PENDING.name: api.CHANNEL_PENDING.handler(self.channel_pending),
+            api.CHANNEL_CHATS.name: api.CHANNEL_CHATS.handler(self.channel_chats),
+            api.CHANNEL_ARCHIVE.name: api.CHANNEL_ARCHIVE.handler(self.channel_archive),
         }
         assert set(typed) == set(api.BY_NAME), "every method of the contract has a handler"
         return typed
@@ -300,20 +325,25 @@ class Engine:
         )
 
     async def health(self, call: api.HealthRequest) -> dict[str, Any]:
-        """Report Neo4j, the embedder and the schema."""
+        """Report Neo4j, the embedder, the schema and the data partition's free space."""
         try:
             ms = await asyncio.wait_for(self.graph.ping(), HEALTH_QUERY_TIMEOUT)
             neo4j: dict[str, Any] = {"ok": True, "ms": round(ms, 1)}
         except TimeoutError:
             neo4j = {"ok": False, "error": f"no answer within {HEALTH_QUERY_TIMEOUT:.0f} s"}
-        except GraphError as err:
-            neo4j = {"ok": False, "error": str(err)}
+        except (GraphError, DiskFull) as err:
+            neo4j = {"ok": False, "error": str(err), "code": err.code}
         embedder = {
             "ok": True,
             "model": self.embedder.model_name,
             "dimension": self.embedder.dimension,
         }
         schema = {"state": self.schema_state, "error": self.schema_error}
+        # Informs (a full disk still serves reads); a write refused for it says disk-full.
+        disk = {
+            "ok": not low_on_space(self.settings.data_dir),
+            "freeBytes": free_bytes(self.settings.data_dir),
+        }
         ok = neo4j["ok"] and self.schema_state == "applied"
         return {
             "ok": ok,
@@ -321,6 +351,8 @@ class Engine:
             "neo4j": neo4j,
             "embedder": embedder,
             "schema": schema,
+            "disk": disk,
+            "audit": self.housekeeping.audit,
         }
 
     async def ensure_schema(self) -> None:
@@ -331,6 +363,7 @@ class Engine:
                 await apply_schema(self.graph, self.embedder.dimension)
             except SchemaDimensionMismatch as err:
                 self.schema_state, self.schema_error = "mismatch", str(err)
+                self.schema_settled.set()
                 return
             except GraphError as err:
                 self.schema_error = str(err)
@@ -340,6 +373,7 @@ class Engine:
                 continue
             self.schema_state, self.schema_error = "applied", None
             await self.warm()
+            self.schema_settled.set()
             return
 
     async def warm(self) -> None:
@@ -352,10 +386,14 @@ class Engine:
 
     async def run(self, notifier: Notifier | None = None) -> None:
         """Serve until SIGTERM or SIGINT; tell systemd (``notifier``) once the socket listens."""
-        server = RpcServer(self.handlers, errors=(EngineError,))
+        server = RpcServer(self.handlers, errors=(EngineError, DiskFull))
         listener = await server.serve(self.settings.engine_socket)
         schema_task = asyncio.create_task(self.ensure_schema())
-        purge_task = asyncio.create_task(self.purge_loop())
+        housekeeping = asyncio.create_task(
+            self.housekeeping.run(
+                self.schema_settled, extra=[("backup", BACKUP_TICK, self.backup_if_due)]
+            )
+        )
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
@@ -370,7 +408,7 @@ class Engine:
                 await stop.wait()
         finally:
             schema_task.cancel()
-            purge_task.cancel()
+            housekeeping.cancel()
             listener.close()
             await listener.wait_closed()
             await self.graph.close()
@@ -469,6 +507,11 @@ class Engine:
             dry_run=call.dry_run,
         )
         self.searcher.forget_indexes()
+        if not call.dry_run:
+            try:  # so health shows at once what the reindex cleared
+                await self.housekeeping.run_audit()
+            except GraphError as err:
+                log.warning("[graph-audit] op=run warn=failed error=%s", err)
         return result
 
     async def delete(self, call: api.NodeRef) -> dict[str, Any]:
@@ -559,6 +602,32 @@ class Engine:
             self.caller(call), page=call.page, page_size=call.page_size
         )
 
+    # --- channels (appliance.memory.channels) -------------------------------------------
+
+    async def channel_record(self, call: api.ChannelRecordRequest) -> dict[str, Any]:
+        """Keep one channel message, once per key."""
+        return await channels.record(
+            self.graph, self.caller(call), self.embed_one, self.embedder.model_name, call
+        )
+
+    async def channel_update(self, call: api.ChannelUpdateRequest) -> dict[str, Any]:
+        """Move an inbound channel message along its handling."""
+        return await channels.update(self.graph, self.caller(call), call)
+
+    async def channel_pending(self, call: api.ChannelPendingRequest) -> dict[str, Any]:
+        """Inbound messages whose handling has not ended."""
+        return await channels.pending(self.graph, self.caller(call), call.channel, call.limit)
+
+    async def channel_chats(self, call: api.ChannelChatsRequest) -> dict[str, Any]:
+        """A channel's chats, newest first."""
+        return await channels.chats(self.graph, self.caller(call), call.channel, call.limit)
+
+    async def channel_archive(self, call: api.ChannelArchiveRequest) -> dict[str, Any]:
+        """One session of a chat export, kept once."""
+        return await archive.keep_session(
+            self.graph, self.caller(call), self.embed_one, self.embedder.model_name, call
+        )
+
     async def graph_sample(self, call: api.GraphSampleRequest) -> dict[str, Any]:
         """A guarded sample of the graph for the Graph page; a text narrows it to what search
         finds for that text (the Data page's search: the settings' knobs, no expansion)."""
@@ -608,7 +677,15 @@ class Engine:
     async def previous_context(self, call: api.PreviousContextRequest) -> dict[str, Any]:
         """The ``<previous-context>`` block for an admin session of the caller's account."""
         max_chars = context.MAX_CHARS if call.max_chars is None else call.max_chars
-        return await context.previous_context(self.projects, self.caller(call), max_chars=max_chars)
+        caller = self.caller(call)
+        briefing = await briefings.latest_briefing(self.graph, caller)
+        return await context.previous_context(
+            self.projects, caller, max_chars=max_chars, briefing=briefing
+        )
+
+    async def briefing_write(self, call: api.BriefingWriteRequest) -> dict[str, Any]:
+        """Keep the caller's session's compaction briefing."""
+        return await briefings.write_briefing(self.graph, self.caller(call), fields(call))
 
     async def agent_knowledge(self, call: api.AgentKnowledgeRequest) -> dict[str, Any]:
         """A public agent's knowledge: public nodes tagged for it, then its subscriptions' hits."""
@@ -656,114 +733,7 @@ class Engine:
             "truncated": len(rows) > limit or len(subscribed) > limit,
         }
 
-    # --- the owner's work: projects and tasks, and visitors' ended conversations -----------
-
-    @property
-    def work_handlers(self) -> dict[str, Handler]:
-        """The handlers of :mod:`appliance.rpc.work`'s methods."""
-        w = work_api
-        return {
-            w.PROJECT_CREATE.name: w.PROJECT_CREATE.handler(self.project_create),
-            w.PROJECT_LIST.name: w.PROJECT_LIST.handler(self.project_list),
-            w.PROJECT_STATUS.name: w.PROJECT_STATUS.handler(self.project_status),
-            w.PROJECT_UPDATE.name: w.PROJECT_UPDATE.handler(self.project_update),
-            w.PROJECT_COMPLETE.name: w.PROJECT_COMPLETE.handler(self.project_complete),
-            w.PROJECT_ABANDON.name: w.PROJECT_ABANDON.handler(self.project_abandon),
-            w.TASK_CREATE.name: w.TASK_CREATE.handler(self.task_create),
-            w.TASK_UPDATE.name: w.TASK_UPDATE.handler(self.task_update),
-            w.TASK_LIST.name: w.TASK_LIST.handler(self.task_list),
-            w.TASK_RELATE.name: w.TASK_RELATE.handler(self.task_relate),
-            w.TASK_COMPLETE.name: w.TASK_COMPLETE.handler(self.task_complete),
-            w.WORK_READY.name: w.WORK_READY.handler(self.work_ready),
-            w.CONVERSATION_ENDED.name: w.CONVERSATION_ENDED.handler(self.conversation_ended),
-            w.CONVERSATION_REVIEWED.name: w.CONVERSATION_REVIEWED.handler(
-                self.conversation_reviewed
-            ),
-        }
-
-    async def project_create(self, call: work_api.ProjectCreateRequest) -> dict[str, Any]:
-        """A project with its work items and their dependencies, in one transaction."""
-        return await self.projects.create(self.caller(call), self._fields(call), call.now)
-
-    async def project_list(self, call: work_api.ProjectListRequest) -> dict[str, Any]:
-        """Projects of some phases, worst health first."""
-        return await self.projects.listing(
-            self.caller(call), phases=call.phases, limit=call.limit or 100, now=call.now
-        )
-
-    async def project_status(self, call: work_api.ProjectRef) -> dict[str, Any]:
-        """One project in full."""
-        project = await self.projects.status(self.caller(call), call.id, call.now)
-        return {"id": call.id, "project": project}
-
-    async def project_update(self, call: work_api.ProjectUpdateRequest) -> dict[str, Any]:
-        """Change a project."""
-        return await self.projects.update(self.caller(call), call.id, self._fields(call), call.now)
-
-    async def project_complete(self, call: work_api.ProjectCompleteRequest) -> dict[str, Any]:
-        """Complete a project, or ask about the work still open on it."""
-        return await self.projects.complete(
-            self.caller(call), call.id, call.pending, call.note, call.now
-        )
-
-    async def project_abandon(self, call: work_api.ProjectAbandonRequest) -> dict[str, Any]:
-        """Abandon a project for a reason."""
-        return await self.projects.abandon(self.caller(call), call.id, call.reason, call.now)
-
-    async def task_create(self, call: work_api.TaskCreateRequest) -> dict[str, Any]:
-        """Add a task."""
-        return await self.tasks.create(self.caller(call), self._fields(call), call.now)
-
-    async def task_update(self, call: work_api.TaskUpdateRequest) -> dict[str, Any]:
-        """Change a task."""
-        return await self.tasks.update(self.caller(call), call.id, self._fields(call), call.now)
-
-    async def task_list(self, call: work_api.TaskListRequest) -> dict[str, Any]:
-        """The owner's tasks."""
-        return await self.tasks.listing(
-            self.caller(call),
-            project_id=call.project_id,
-            status=call.status,
-            limit=call.limit or 50,
-            now=call.now,
-        )
-
-    async def task_relate(self, call: work_api.TaskRelateRequest) -> dict[str, Any]:
-        """Link a task to its dependencies, project, outputs, contact or conversation."""
-        return await self.tasks.relate(self.caller(call), call.id, self._fields(call), call.now)
-
-    async def task_complete(self, call: work_api.TaskCompleteRequest) -> dict[str, Any]:
-        """Finish a task, attaching what it produced."""
-        outputs = [o.model_dump() for o in call.outputs] if call.outputs is not None else None
-        return await self.tasks.complete(self.caller(call), call.id, outputs, call.note, call.now)
-
-    async def work_ready(self, call: work_api.WorkReadyRequest) -> dict[str, Any]:
-        """The ready set, grouped by project."""
-        return await self.tasks.ready(
-            self.caller(call), project_id=call.project_id, limit=call.limit or 50, now=call.now
-        )
-
-    async def conversation_ended(self, call: work_api.ConversationEndedRequest) -> dict[str, Any]:
-        """Visitors' conversations that went quiet and were not reviewed yet."""
-        return await conversations.ended_conversations(
-            self.graph, self.caller(call), call.before, call.limit
-        )
-
-    async def conversation_reviewed(
-        self, call: work_api.ConversationReviewedRequest
-    ) -> dict[str, Any]:
-        """Mark a visitor's conversation reviewed."""
-        return await conversations.mark_reviewed(
-            self.graph,
-            self.caller(call),
-            call.session_id,
-            call.outcome,
-            call.now or utc_now(),
-            call.task_id,
-            call.person_id,
-        )
-
-    # --- scheduling (events and reminders; appliance.memory.scheduling) ------------------
+    # --- the owner's time zone (events, reminders and tasks are in it) ------------------
 
     def owner_zone(self) -> ZoneInfo:
         """The owner's time zone, read from account.json at each call."""
@@ -772,74 +742,56 @@ class Engine:
         except AccountError as err:
             raise rejected("scheduling", "owner-zone", str(err)) from err
 
-    @staticmethod
-    def _fields(call: Called) -> dict[str, Any]:
-        return call.model_dump(by_alias=True, exclude_unset=True, exclude={"caller", "now", "id"})
+    # --- backups (appliance.memory.backup) ------------------------------------------------
 
-    async def event_create(self, call: api.EventCreateRequest) -> dict[str, Any]:
-        """Add an event to the owner's calendar."""
-        return await self.scheduling.create(
-            self.caller(call), "event", self._fields(call), call.now
+    async def backup_create(self, call: api.BackupCreateRequest) -> dict[str, Any]:
+        """Write a backup archive now (one at a time), streaming its progress."""
+        self.caller(call)
+        return await self._exclusive(
+            backup.create(
+                self.graph, self.settings, include_keys=call.include_keys, progress=_progress_frames
+            )
         )
 
-    async def event_update(self, call: api.EventUpdateRequest) -> dict[str, Any]:
-        """Change an event."""
-        return await self.scheduling.update(
-            self.caller(call), "event", call.id, self._fields(call), call.now
+    async def backup_list(self, call: api.BackupListRequest) -> dict[str, Any]:
+        """The archives kept, newest first."""
+        self.caller(call)
+        folder = self.settings.backups_path
+        return {
+            "backups": await asyncio.to_thread(backup.listing, folder),
+            "folder": str(folder),
+            "keep": self.settings.backup_keep,
+            "schedule": self.settings.backup_at,
+        }
+
+    async def backup_restore(self, call: api.BackupRestoreRequest) -> dict[str, Any]:
+        """Verify an archive whole, then replace its accounts' graph and files."""
+        self.caller(call)
+        path = backup.resolve(self.settings, call.name)
+        return await self._exclusive(
+            backup.restore(self.graph, self.settings, path, progress=_progress_frames)
         )
 
-    async def event_cancel(self, call: api.ScheduledRef) -> dict[str, Any]:
-        """Cancel an event."""
-        return await self.scheduling.cancel(self.caller(call), "event", call.id, call.now)
+    async def _exclusive(self, work: Coroutine[Any, Any, dict[str, Any]]) -> dict[str, Any]:
+        if self._backup_lock.locked():
+            work.close()
+            raise BackupError("A backup or restore is already running; try again when it ends.")
+        async with self._backup_lock:
+            return await work
 
-    async def event_list(self, call: api.EventListRequest) -> dict[str, Any]:
-        """Occurrences of events in a window."""
-        return await self.scheduling.list_events(
-            self.caller(call), call.since, call.until, call.limit, call.now
-        )
-
-    async def reminder_create(self, call: api.ReminderCreateRequest) -> dict[str, Any]:
-        """Add a reminder."""
-        return await self.scheduling.create(
-            self.caller(call), "reminder", self._fields(call), call.now
-        )
-
-    async def reminder_update(self, call: api.ReminderUpdateRequest) -> dict[str, Any]:
-        """Change a reminder."""
-        return await self.scheduling.update(
-            self.caller(call), "reminder", call.id, self._fields(call), call.now
-        )
-
-    async def reminder_cancel(self, call: api.ScheduledRef) -> dict[str, Any]:
-        """Cancel a reminder."""
-        return await self.scheduling.cancel(self.caller(call), "reminder", call.id, call.now)
-
-    async def reminder_list(self, call: api.ReminderListRequest) -> dict[str, Any]:
-        """Reminders of one status."""
-        return await self.scheduling.list_reminders(
-            self.caller(call), call.status, call.limit, call.now
-        )
-
-    async def schedule_claim(self, call: api.ScheduleClaimRequest) -> dict[str, Any]:
-        """Claim what is due (the session manager fires it)."""
-        return await self.scheduling.claim(self.caller(call), call.now, call.limit)
-
-    async def schedule_fired(self, call: api.ScheduleFiredRequest) -> dict[str, Any]:
-        """Record how a claimed firing went."""
-        return await self.scheduling.fired(
-            self.caller(call), call.id, call.session_id, call.error, call.now
-        )
-
-    async def purge_loop(self) -> None:
-        """Hard-delete soft-deleted nodes past the grace period, then the files no document
-        names any more, once an hour."""
-        while True:
-            try:
-                await lifecycle.purge(
-                    self.graph, self.settings.purge_grace_days, account_id=self.account.id
-                )
-                await lifecycle.forget_texts(self.graph, self.account.id, self.account_dir)
-                await uploads.sweep(self.graph, self.settings.accounts_dir, self.account.id)
-            except GraphError as err:
-                log.warning("[purge] op=run warn=failed error=%s", err)
-            await asyncio.sleep(PURGE_INTERVAL)
+    async def backup_if_due(self) -> None:
+        """Make the nightly backup when its time has come (MAXY_BACKUP_AT)."""
+        kept = backup.archives(self.settings.backups_path)
+        newest = backup.created_at(kept[0].name) if kept else None
+        since = max(newest, self._started) if newest else self._started
+        try:
+            zone = self.owner_zone()
+        except EngineError:
+            zone = ZoneInfo("UTC")
+        if not backup.due(self.settings.backup_at, zone, utc_now(), since):
+            return
+        try:
+            await self._exclusive(backup.create(self.graph, self.settings))
+        except EngineError as err:
+            log.error("[backup] op=scheduled warn=failed error=%s", err)
+        self._started = utc_now()  # a failed night is not retried every minute

@@ -33,19 +33,18 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import date, datetime
 from typing import Any
 from zoneinfo import ZoneInfo
 
-from appliance.core.clock import Clock
 from appliance.core.identity import Caller
 from appliance.memory import work
 from appliance.memory.errors import rejected
 from appliance.memory.graph import Graph, Transaction
 from appliance.memory.guards import guard
-from appliance.memory.write import EmbedText, writable_labels
+from appliance.memory.write import writable_labels
 
 log = logging.getLogger(__name__)
 
@@ -262,34 +261,8 @@ async def attach_output(
     return sorted(linked)
 
 
-class Tasks:
-    """The owner's tasks in one account's graph.
-
-    ``owner_zone`` gives the owner's time zone (their dates); ``clock`` is now unless a call
-    brings its own (tests).
-    """
-
-    def __init__(
-        self,
-        graph: Graph,
-        embed: EmbedText,
-        model_name: str,
-        owner_zone: Callable[[], ZoneInfo],
-        clock: Clock,
-    ) -> None:
-        self.graph = graph
-        self.embed = embed
-        self.model_name = model_name
-        self.owner_zone = owner_zone
-        self.clock = clock
-
-    def now(self, now: datetime | None) -> datetime:
-        """Now as an instant in UTC."""
-        return work.utc(now or self.clock())
-
-    def today(self, now: datetime) -> date:
-        """The owner's date at ``now``."""
-        return now.astimezone(self.owner_zone()).date()
+class Tasks(work.OwnerWork):
+    """The owner's tasks in one account's graph (their dates in the owner's time zone)."""
 
     # --- reading ---------------------------------------------------------------------------
 

@@ -23,15 +23,16 @@ agent or a visitor is refused outright.
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from datetime import UTC, date, datetime
 from typing import Any
 from zoneinfo import ZoneInfo
 
-from appliance.core.clock import TimeZoneError, read_instant
+from appliance.core.clock import Clock, TimeZoneError, read_instant
 from appliance.core.identity import Caller
 from appliance.memory.chunking import content_hash
 from appliance.memory.errors import EngineError, WriteRejected, rejected
+from appliance.memory.graph import Graph
 from appliance.memory.guards import guard
 from appliance.memory.health import OPEN_PHASES, TO_DO
 from appliance.memory.reindex import reindex_text
@@ -164,6 +165,35 @@ def read_time(value: object) -> datetime | None:
 def utc(now: datetime) -> datetime:
     """An instant in UTC (the driver cannot send a zoneinfo zone)."""
     return now.astimezone(UTC) if now.tzinfo is not None else now.replace(tzinfo=UTC)
+
+
+class OwnerWork:
+    """What the owner's dated work (events and reminders, tasks) stands on: one account's graph,
+    the embedder for what it writes, the owner's time zone (read at each call: the owner may
+    change it) and ``clock``, which is now unless a call brings its own (tests, the manager's loop).
+    """
+
+    def __init__(
+        self,
+        graph: Graph,
+        embed: EmbedText,
+        model_name: str,
+        owner_zone: Callable[[], ZoneInfo],
+        clock: Clock,
+    ) -> None:
+        self.graph = graph
+        self.embed = embed
+        self.model_name = model_name
+        self.owner_zone = owner_zone
+        self.clock = clock
+
+    def now(self, now: datetime | None) -> datetime:
+        """``now``, or the clock's, as an instant in UTC."""
+        return utc(now or self.clock())
+
+    def today(self, now: datetime) -> date:
+        """The owner's date at ``now``."""
+        return now.astimezone(self.owner_zone()).date()
 
 
 async def embedding(

@@ -19,14 +19,34 @@ from typing import Any, Literal
 from pydantic import Field, JsonValue
 
 from appliance.rpc import work
+from appliance.rpc.backup import (
+    BackupCreated,
+    BackupCreateRequest,
+    BackupListRequest,
+    BackupListResponse,
+    BackupRestored,
+    BackupRestoreRequest,
+)
+from appliance.rpc.briefings import BriefingWriteRequest, BriefingWriteResponse
 from appliance.rpc.calls import (
     SCOPES,
     Called,
     CallerWire,
     Written,
-    clock_field,
     scope_field,
     scopes_field,
+)
+from appliance.rpc.channels import (
+    ArchivedMessage,
+    ChannelArchiveRequest,
+    ChannelArchiveResponse,
+    ChannelChatsRequest,
+    ChannelChatsResponse,
+    ChannelMessageResponse,
+    ChannelMessagesResponse,
+    ChannelPendingRequest,
+    ChannelRecordRequest,
+    ChannelUpdateRequest,
 )
 from appliance.rpc.contract import Method, Request, Response
 from appliance.rpc.knowledge import (
@@ -40,14 +60,50 @@ from appliance.rpc.knowledge import (
     VersionResponse,
     VersionsResponse,
 )
+from appliance.rpc.scheduling import (
+    CancelResponse,
+    EventCreateRequest,
+    EventListRequest,
+    EventListResponse,
+    EventUpdateRequest,
+    ReminderCreateRequest,
+    ReminderListRequest,
+    ReminderListResponse,
+    ReminderUpdateRequest,
+    ScheduleClaimRequest,
+    ScheduleClaimResponse,
+    Scheduled,
+    ScheduledRef,
+    ScheduleFiredRequest,
+    ScheduleFiredResponse,
+)
 
 __all__ = [
     "SCOPES",
+    "ArchivedMessage",
+    "BackupCreateRequest",
+    "BackupListRequest",
+    "BackupRestoreRequest",
+    "BriefingWriteRequest",
     "Called",
     "CallerWire",
+    "ChannelArchiveRequest",
+    "ChannelChatsRequest",
+    "ChannelPendingRequest",
+    "ChannelRecordRequest",
+    "ChannelUpdateRequest",
     "DocumentRef",
+    "EventCreateRequest",
+    "EventListRequest",
+    "EventUpdateRequest",
     "IngestFileRequest",
+    "ReminderCreateRequest",
+    "ReminderListRequest",
+    "ReminderUpdateRequest",
     "RestoreVersionRequest",
+    "ScheduleClaimRequest",
+    "ScheduleFiredRequest",
+    "ScheduledRef",
     "VersionRequest",
     "scope_field",
     "scopes_field",
@@ -64,13 +120,19 @@ class HealthRequest(Request):
 
 
 class HealthResponse(Response):
-    """``ok`` is true when Neo4j answers and the schema is applied."""
+    """``ok`` is true when Neo4j answers and the schema is applied (``neo4j.code`` says why
+    not: ``disk-full`` when Neo4j stopped its database on a full disk); ``disk`` is the data
+    partition (``ok``: at least 8 MiB free, ``freeBytes``), informing only; ``audit`` is the
+    latest graph-health audit (``at``, ``ms``, ``nullEmbedding`` and ``nullAccount``: counts by
+    label), null until the first has run."""
 
     ok: bool
     account: str
     neo4j: dict[str, Any] = Field(alias="neo4j")
     embedder: dict[str, Any]
     schema_: dict[str, Any] = Field(alias="schema")
+    disk: dict[str, Any] | None = None
+    audit: dict[str, Any] | None = None
 
 
 MAX_TEXTS_PER_CALL = 256
@@ -340,12 +402,14 @@ class PreviousContextRequest(Called):
 
 
 class PreviousContextResponse(Response):
-    """The block, and how many active projects and ready tasks it shows of how many."""
+    """The block, how many active projects and ready tasks it shows of how many, and the id of
+    the compaction briefing it starts with (if any)."""
 
     text: str
     chars: int
     projects: dict[str, int]
     ready: dict[str, int]
+    briefing: str | None = None
 
 
 # --- the Graph page and public agents ----------------------------------------------------
@@ -400,184 +464,6 @@ class AgentKnowledgeResponse(Response):
     tagged: list[dict[str, Any]]
     subscribed: list[dict[str, Any]]
     truncated: bool
-
-
-# --- scheduling: events and reminders (the scheduling plugin) ----------------------------
-
-_TIME = "ISO 8601 (from time-resolve); without an offset it is in the owner's time zone."
-_RULE = (
-    "How it repeats: an RFC 5545 RRULE such as FREQ=WEEKLY;BYDAY=TU or "
-    "FREQ=MONTHLY;BYMONTHDAY=1;COUNT=6 (none: once)."
-)
-
-
-class EventFields(Called):
-    """What an event is: all optional here (an update changes only what it names)."""
-
-    name: str | None = Field(default=None, description="What it is, e.g. 'Dentist'.")
-    start_date: str | None = Field(default=None, description="When it starts: " + _TIME)
-    end_date: str | None = Field(default=None, description="When it ends: " + _TIME)
-    location: str | None = None
-    description: str | None = Field(default=None, description="Details worth keeping.")
-    rrule: str | None = Field(default=None, description=_RULE)
-    remind_before: int | None = Field(
-        default=None,
-        description=(
-            "Minutes before each start to start a turn about it, so the owner is reminded "
-            "(none: no reminder; -1 in an update: stop reminding)."
-        ),
-        json_schema_extra={"minimum": -1, "maximum": 10080},
-    )
-    time_zone: str | None = Field(
-        default=None, description="IANA zone of its times (default: the owner's)."
-    )
-    now: datetime | None = clock_field()
-
-
-class EventCreateRequest(EventFields):
-    """A new event in the owner's calendar."""
-
-    name: str = Field(description="What it is, e.g. 'Dentist'.")
-    start_date: str = Field(description="When it starts: " + _TIME)
-
-
-class EventUpdateRequest(EventFields):
-    """Change an event: only the fields given (rrule "" makes it happen once)."""
-
-    id: str
-
-
-class ReminderFields(Called):
-    """What a reminder is: all optional here (an update changes only what it names)."""
-
-    name: str | None = Field(default=None, description="What to be reminded of.")
-    due_date: str | None = Field(default=None, description="When it is due: " + _TIME)
-    description: str | None = Field(
-        default=None, description="What to do when it is due (the turn it starts reads this)."
-    )
-    rrule: str | None = Field(default=None, description=_RULE)
-    time_zone: str | None = Field(
-        default=None, description="IANA zone of its times (default: the owner's)."
-    )
-    now: datetime | None = clock_field()
-
-
-class ReminderCreateRequest(ReminderFields):
-    """A new reminder: when it is due, a turn of the owner's agent starts with it."""
-
-    name: str = Field(description="What to be reminded of.")
-    due_date: str = Field(description="When it is due: " + _TIME)
-
-
-class ReminderUpdateRequest(ReminderFields):
-    """Change a reminder: only the fields given (rrule "" makes it happen once)."""
-
-    id: str
-
-
-class Scheduled(Response):
-    """One event or reminder as an agent reads it: its times in its zone."""
-
-    id: str
-    kind: str
-    name: str | None
-    start: str
-    time_zone: str
-    status: str
-    upcoming: list[str]
-    fire_count: int
-    end: str | None = None
-    description: str | None = None
-    location: str | None = None
-    rrule: str | None = None
-    remind_before: int | None = None
-    next: str | None = None
-    last_fired_at: str | None = None
-    warnings: list[str] = Field(default_factory=list)
-
-
-class ScheduledRef(Called):
-    """One event or reminder by id."""
-
-    id: str
-    now: datetime | None = clock_field()
-
-
-class CancelResponse(Response):
-    """``changed`` is false when it was already cancelled."""
-
-    id: str
-    kind: str
-    status: str
-    changed: bool
-
-
-class EventListRequest(Called):
-    """Occurrences of events in a window (repeats expanded)."""
-
-    since: str | None = Field(default=None, description="From (default: today's start). " + _TIME)
-    until: str | None = Field(default=None, description="Until (default: 31 days on). " + _TIME)
-    limit: int | None = Field(default=None, json_schema_extra={"minimum": 1, "maximum": 200})
-    now: datetime | None = clock_field()
-
-
-class EventListResponse(Response):
-    """Earliest first: ``{id, name, start, end, recurring, location?, …}`` each."""
-
-    occurrences: list[dict[str, Any]]
-    truncated: bool
-    since: str
-    until: str
-    time_zone: str
-
-
-class ReminderListRequest(Called):
-    """Reminders of one status."""
-
-    status: Literal["active", "done", "cancelled", "all"] = Field(
-        default="active", json_schema_extra={"default": "active"}
-    )
-    limit: int | None = Field(default=None, json_schema_extra={"minimum": 1, "maximum": 200})
-    now: datetime | None = clock_field()
-
-
-class ReminderListResponse(Response):
-    """The next to fire first."""
-
-    reminders: list[dict[str, Any]]
-    truncated: bool
-
-
-class ScheduleClaimRequest(Called):
-    """Claim what is due (the session manager's loop)."""
-
-    limit: int | None = None
-    now: datetime | None = clock_field()
-
-
-class ScheduleClaimResponse(Response):
-    """What to fire now, and when the next thing is due (UTC)."""
-
-    due: list[dict[str, Any]]
-    next_due_at: str | None
-    now: str
-
-
-class ScheduleFiredRequest(Called):
-    """How one claimed firing went: the session it started, or why it could not."""
-
-    id: str
-    session_id: str | None = None
-    error: str | None = None
-    now: datetime | None = clock_field()
-
-
-class ScheduleFiredResponse(Response):
-    """``retryAt`` when a failed firing will be tried again."""
-
-    id: str
-    attempts: int
-    retry_at: str | None
 
 
 # --- contacts (the contacts plugin) ------------------------------------------------------
@@ -674,7 +560,12 @@ class ContactListResponse(Response):
     total: int
 
 
-HEALTH = Method("health", HealthRequest, HealthResponse, "Neo4j, the embedder and the schema.")
+HEALTH = Method(
+    "health",
+    HealthRequest,
+    HealthResponse,
+    "Neo4j, the embedder, the schema and the data partition's free space.",
+)
 EMBED = Method("embed", EmbedRequest, EmbedResponse, "Embed up to 256 texts.")
 SEARCH = Method("search", SearchRequest, SearchResponse, "Hybrid vector + keyword search.")
 WRITE = Method("write", WriteRequest, Written, "Create or merge one node.")
@@ -715,6 +606,12 @@ PREVIOUS_CONTEXT = Method(
     PreviousContextRequest,
     PreviousContextResponse,
     "The <previous-context> block of an admin spawn.",
+)
+BRIEFING_WRITE = Method(
+    "briefing.write",
+    BriefingWriteRequest,
+    BriefingWriteResponse,
+    "Keep an admin session's compaction briefing.",
 )
 GRAPH_SAMPLE = Method(
     "graph.sample", GraphSampleRequest, GraphSampleResponse, "A sample for the Graph page."
@@ -778,6 +675,43 @@ RESTORE_VERSION = Method(
     "Restore a version (a new version).",
     streams=True,
 )
+# Backups that restore (appliance.memory.backup).
+BACKUP_CREATE = Method(
+    "backup.create", BackupCreateRequest, BackupCreated, "Back up everything now.", streams=True
+)
+BACKUP_LIST = Method("backup.list", BackupListRequest, BackupListResponse, "The backups kept.")
+BACKUP_RESTORE = Method(
+    "backup.restore",
+    BackupRestoreRequest,
+    BackupRestored,
+    "Verify a backup whole, then restore it.",
+    streams=True,
+)
+
+CHANNEL_RECORD = Method(
+    "channel.record",
+    ChannelRecordRequest,
+    ChannelMessageResponse,
+    "Keep one channel message (once per key).",
+)
+CHANNEL_UPDATE = Method(
+    "channel.update", ChannelUpdateRequest, ChannelMessageResponse, "Move an inbound message on."
+)
+CHANNEL_PENDING = Method(
+    "channel.pending",
+    ChannelPendingRequest,
+    ChannelMessagesResponse,
+    "Inbound messages not yet handled.",
+)
+CHANNEL_CHATS = Method(
+    "channel.chats", ChannelChatsRequest, ChannelChatsResponse, "A channel's recent chats."
+)
+CHANNEL_ARCHIVE = Method(
+    "channel.archive",
+    ChannelArchiveRequest,
+    ChannelArchiveResponse,
+    "Keep one session of a chat export (once).",
+)
 
 METHODS: tuple[Method[Any, Any], ...] = (
     HEALTH,
@@ -799,6 +733,7 @@ METHODS: tuple[Method[Any, Any], ...] = (
     AUDIT_RECORD,
     AGENT_KNOWLEDGE,
     PREVIOUS_CONTEXT,
+    BRIEFING_WRITE,
     # scheduling
     EVENT_CREATE,
     EVENT_LIST,
@@ -820,8 +755,18 @@ METHODS: tuple[Method[Any, Any], ...] = (
     DOCUMENT_VERSIONS,
     DOCUMENT_VERSION,
     RESTORE_VERSION,
+    # backups
+    BACKUP_CREATE,
+    BACKUP_LIST,
+    BACKUP_RESTORE,
     # projects and tasks, and the review of visitors' ended conversations
     *work.METHODS,
+    # channels
+    CHANNEL_RECORD,
+    CHANNEL_UPDATE,
+    CHANNEL_PENDING,
+    CHANNEL_CHATS,
+    CHANNEL_ARCHIVE,
 )
 BY_NAME = {method.name: method for method in METHODS}
 

@@ -27,6 +27,8 @@ from __future__ import annotations
 import asyncio
 import re
 import uuid
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -286,6 +288,25 @@ def tally(family: str, checked: int) -> int:
     return checked
 
 
+@asynccontextmanager
+async def two_accounts(
+    server: Neo4jServer, dimension: int
+) -> AsyncIterator[tuple[Graph, dict[bool, str]]]:
+    """A graph with its schema and two fresh accounts (True: the caller's, False: another's),
+    whose nodes are deleted at the end whatever the example did."""
+    accounts = {True: f"iso-{uuid.uuid4()}", False: f"iso-{uuid.uuid4()}"}
+    graph = Graph(server.uri, "neo4j", server.password)
+    await apply_schema(graph, dimension)
+    try:
+        yield graph, accounts
+    finally:
+        await graph.run(
+            "MATCH (n) WHERE n.accountId IN $accounts DETACH DELETE n",
+            {"accounts": list(accounts.values())},
+        )
+        await graph.close()
+
+
 # --- the contact book: Person nodes made through its methods ---------------------------------
 
 CONTACT_NAMES = ["Anna Berg", "Bo Holm", "Carl Lind", "Dana Berg"]
@@ -317,15 +338,12 @@ contact_lists = st.lists(
 
 
 async def check_contacts(server: Neo4jServer, embedder: Embedder, specs: list[Contact]) -> int:
-    accounts = {True: f"iso-{uuid.uuid4()}", False: f"iso-{uuid.uuid4()}"}
-    graph = Graph(server.uri, "neo4j", server.password)
-    await apply_schema(graph, embedder.dimension)
 
     async def embed(text: str) -> list[float]:
         return [float(x) for x in embedder.embed(text)]
 
-    book = Contacts(graph, Writer(graph, embed, embedder.model_name))
-    try:
+    async with two_accounts(server, embedder.dimension) as (graph, accounts):
+        book = Contacts(graph, Writer(graph, embed, embedder.model_name))
         made: dict[bool, list[tuple[Contact, str]]] = {True: [], False: []}
         for spec in specs:
             fields = {"name": spec.name, "email": spec.email, "telephone": spec.telephone}
@@ -387,12 +405,6 @@ async def check_contacts(server: Neo4jServer, embedder: Embedder, specs: list[Co
         )
         assert changed[0]["changed"] == 0
         return checked
-    finally:
-        await graph.run(
-            "MATCH (n) WHERE n.accountId IN $accounts DETACH DELETE n",
-            {"accounts": list(accounts.values())},
-        )
-        await graph.close()
 
 
 @pytest.mark.timeout(900)
@@ -420,16 +432,13 @@ steps = st.lists(
 
 
 async def check_lifecycle(server: Neo4jServer, embedder: Embedder, plan: list[Any]) -> int:
-    accounts = {True: f"iso-{uuid.uuid4()}", False: f"iso-{uuid.uuid4()}"}
-    graph = Graph(server.uri, "neo4j", server.password)
-    await apply_schema(graph, embedder.dimension)
 
     async def embed_texts(texts: Any) -> list[list[float]]:
         return [[float(x) for x in v] for v in embedder.embed_many(list(texts))]
 
-    ingester = Ingester(graph, embed_texts, embedder.model_name)
-    owner, stranger = (Caller(account_id=accounts[side]) for side in (True, False))
-    try:
+    async with two_accounts(server, embedder.dimension) as (graph, accounts):
+        ingester = Ingester(graph, embed_texts, embedder.model_name)
+        owner, stranger = (Caller(account_id=accounts[side]) for side in (True, False))
         docs: list[str] = []
         for i, word in enumerate(MARKERS):
             text = f"# {word}\n\nThe {word} lives by the shed.\n\n# Food\n\nIt eats {word} food."
@@ -478,12 +487,6 @@ async def check_lifecycle(server: Neo4jServer, embedder: Embedder, plan: list[An
             theirs = await explore.sample(graph, stranger, limit=2000)
             assert len(theirs["nodes"]) == sum(len(m) for m in members.values())
         return checked
-    finally:
-        await graph.run(
-            "MATCH (n) WHERE n.accountId IN $accounts DETACH DELETE n",
-            {"accounts": list(accounts.values())},
-        )
-        await graph.close()
 
 
 async def _one(embedder: Embedder, text: str) -> list[float]:
@@ -541,15 +544,14 @@ async def check_work(
     projects: list[tuple[bool, bool]],
     tasks: list[WorkSpec],
 ) -> int:
-    accounts = {True: f"iso-{uuid.uuid4()}", False: f"iso-{uuid.uuid4()}"}
-    graph = Graph(server.uri, "neo4j", server.password)
-    await apply_schema(graph, embedder.dimension)
 
     async def embed(text: str) -> list[float]:
         return [float(x) for x in embedder.embed(text)]
 
-    service = Projects(Tasks(graph, embed, embedder.model_name, lambda: PARIS, lambda: WORK_NOW))
-    try:
+    async with two_accounts(server, embedder.dimension) as (graph, accounts):
+        service = Projects(
+            Tasks(graph, embed, embedder.model_name, lambda: PARIS, lambda: WORK_NOW)
+        )
         made_projects: dict[bool, list[tuple[str, str, bool]]] = {True: [], False: []}
         for n, (mine, deleted) in enumerate(projects):
             owner = Caller(account_id=accounts[mine])
@@ -650,12 +652,6 @@ async def check_work(
         )
         assert changed[0]["changed"] == 0
         return checked
-    finally:
-        await graph.run(
-            "MATCH (n) WHERE n.accountId IN $accounts DETACH DELETE n",
-            {"accounts": list(accounts.values())},
-        )
-        await graph.close()
 
 
 @pytest.mark.timeout(1200)
