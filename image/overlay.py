@@ -36,6 +36,7 @@ ENABLED_UNITS = (
     "maxy-neo4j.service",
     "maxy-engine.service",
     "maxy-manager.service",
+    "maxy-channels.service",
     "maxy-app.service",
     "maxy-edge.service",
     "maxy-ota-commit.service",

@@ -21,7 +21,7 @@ from tests.image.conftest import CACHE, PRESET, Card, arm64_binary_missing
 
 pytestmark = pytest.mark.timeout(7200)
 
-ROLES = ("maxy-edge", "maxy-app", "maxy-engine", "maxy-manager", "maxy-neo4j")
+ROLES = ("maxy-edge", "maxy-app", "maxy-engine", "maxy-manager", "maxy-channels", "maxy-neo4j")
 ENABLED = (*ROLES, "maxy-firstboot", "maxy-ota-commit", "maxy-usb-updates")
 UNIT_DIR = "/usr/lib/systemd/system"
 WANTS = "/etc/systemd/system/multi-user.target.wants"
