@@ -70,6 +70,10 @@ bench-search: bootstrap
 bench-edge: bootstrap
     {{venv}}/bin/python tests/bench/bench_edge.py
 
+# Load: 50 visitors chatting (API at 200 ms), 20 searchers at 100k nodes, 10 admin tabs while a session streams.
+bench-load: bootstrap
+    {{venv}}/bin/python tests/bench/bench_load.py
+
 # Session manager: spawn-to-ready p50/p95 and transcript write -> SSE delta at two clients (own manager).
 bench-sessions: bootstrap
     {{venv}}/bin/python tests/bench/bench_sessions.py
@@ -107,6 +111,10 @@ image-base *args:
 bench-binary: build
     {{root}}/build/build.sh --onedir
     {{venv}}/bin/python tests/bench/bench_binary.py
+
+# Telegram lifeline: 20 senders x 10 messages at once, a kill mid-burst, added latency p50/p95 (own stack).
+bench-channels: bootstrap
+    {{venv}}/bin/python -m pytest tests/channels/test_burst.py -q -s -p no:cacheprovider
 
 # Inbound gateway: precision/recall of the local pattern layer on a labelled set of messages.
 bench-gateway FILE="tests/fixtures/gateway-set.jsonl": bootstrap

@@ -5,10 +5,13 @@
     maxy app                      the web UI and JSON API on a Unix socket
     maxy manager                  Claude Code sessions in PTYs, HTTP + SSE on a Unix socket
     maxy engine                   retrieval engine (Neo4j pool + embedding model), RPC socket
+    maxy channels                 Telegram and WhatsApp: the connections and the inbound lifeline
+    maxy channels whatsapp import FILE [--owner NAME]   a chat export into the archive
     maxy mcp [--plugin NAME]      one plugin's tools over MCP/stdio, for claude sessions
     maxy mcp-helper … -- CMD      the parent of a session's plugin MCP server (logs its life)
     maxy memory search|ingest|delete|restore   search, ingest, forget, bring back
     maxy reindex                  embed nodes whose embedding is missing or stale
+    maxy backup create|list|restore   archives of the graph and accounts' files, and their restore
     maxy doctor                   check the environment and say what to fix
     maxy version                  version, git revision, build date
     maxy account create|list      accounts under <data_dir>/accounts
@@ -55,6 +58,7 @@ log = logging.getLogger("appliance.cli")
 FATAL_AREAS: dict[str, str] = {
     "appliance.core.config.SettingsError": "settings",
     "appliance.core.accounts.AccountError": "accounts",
+    "appliance.core.fsio.DiskFull": "disk",
     "appliance.graphdb.errors.Neo4jSetupError": "neo4j",
     "appliance.memory.errors.EngineError": "engine",
     "appliance.core.ports.PortInUse": "edge",
@@ -124,6 +128,55 @@ def cmd_manager(settings: Settings, args: argparse.Namespace) -> int:
 
     _require_account(settings)
     server.serve(settings)
+    return 0
+
+
+def cmd_channels(settings: Settings, args: argparse.Namespace) -> int:
+    """Serve the channels (Telegram, WhatsApp and the inbound lifeline), or import an export."""
+    from appliance.channels import role
+    from appliance.core.systemd import Notifier
+
+    _require_account(settings)
+    if getattr(args, "channel", None) == "whatsapp":
+        return _whatsapp_import(settings, args)
+    asyncio.run(role.run(settings, Notifier.from_environ(os.environ)))
+    return 0
+
+
+def _whatsapp_import(settings: Settings, args: argparse.Namespace) -> int:
+    """``maxy channels whatsapp import FILE``: the senders first, then (with --owner) the import."""
+    from pathlib import Path
+
+    from appliance.channels.whatsapp.export import ExportError
+    from appliance.channels.whatsapp.importer import import_export, read
+    from appliance.core.accounts import owner_zone
+    from appliance.core.identity import Caller
+    from appliance.rpc.client import RpcClient
+    from appliance.rpc.protocol import RpcError
+
+    account = validate_account_id(settings.accounts_dir, settings.account_id)
+    zone = owner_zone(settings.accounts_dir, account.id).key
+    engine = RpcClient(settings.engine_socket, timeout=120)
+    caller = Caller(account_id=account.id).to_wire()
+    try:
+        text = read(Path(args.file))
+        answer = asyncio.run(import_export(engine, caller, text, zone, args.owner, args.chat))
+    except ExportError as err:
+        print(f"maxy: {err}", file=sys.stderr)
+        return 2
+    except RpcError as err:
+        print(
+            f"maxy: the memory engine did not take the import ({err}); is it running?",
+            file=sys.stderr,
+        )
+        return 1
+    print(json.dumps(answer, indent=2, ensure_ascii=False))
+    if not answer["imported"]:
+        print(
+            "Nothing imported yet: say which sender is you, e.g. "
+            f"maxy channels whatsapp import {args.file} --owner {next(iter(answer['senders']))!r}",
+            file=sys.stderr,
+        )
     return 0
 
 
@@ -308,6 +361,19 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_parser("manager", help="serve the PTY session manager on its Unix socket").set_defaults(
         func=cmd_manager
     )
+    channels = sub.add_parser(
+        "channels", help="serve Telegram and WhatsApp (the inbound lifeline); import an export"
+    )
+    channels.set_defaults(func=cmd_channels)
+    channel = channels.add_subparsers(dest="channel", metavar="CHANNEL")
+    whatsapp = channel.add_parser("whatsapp", help="WhatsApp chores")
+    whatsapp_sub = whatsapp.add_subparsers(dest="whatsapp_command", required=True, metavar="CMD")
+    imported = whatsapp_sub.add_parser(
+        "import", help="a chat export (_chat.txt) into the archive: senders first, then --owner"
+    )
+    imported.add_argument("file", help="the export's _chat.txt")
+    imported.add_argument("--owner", help="which sender is the owner (as the export names them)")
+    imported.add_argument("--chat", help="the chat's name (default: the other senders' names)")
     engine = sub.add_parser("engine", help="serve the retrieval engine over RPC")
     engine.add_argument(
         "--rebuild-vector-indexes",

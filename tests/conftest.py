@@ -62,6 +62,8 @@ PROCESS_FIXTURES = frozenset(
         "arm64_card",
         "device",
         "releases",
+        "channels",
+        "small_disk",
     }
 )
 # A test module that starts processes in its own code (a browser, a `maxy` command).

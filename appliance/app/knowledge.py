@@ -45,6 +45,7 @@ from starlette.types import ASGIApp
 
 from appliance.app.context import AppContext
 from appliance.app.pages import admin_caller, call_engine, json_api, templates
+from appliance.core.fsio import disk_full_errors
 from appliance.memory import uploads
 from appliance.memory.convert import ConversionRefused, kind_of
 from appliance.rpc.client import RpcClient
@@ -97,11 +98,12 @@ def _scope(request: Request) -> str | None:
 
 
 async def _receive(request: Request, staged: Path, limit: int, name: str) -> int:
-    """Write the body to ``staged``, refusing (413, nothing kept) once it passes ``limit``."""
+    """Write the body to ``staged``, refusing (413, nothing kept) once it passes ``limit``, or
+    (507 disk-full, nothing kept) when the disk has no room for it."""
     received = 0
     pending = bytearray()
     try:
-        with staged.open("wb") as out:
+        with disk_full_errors(staged), staged.open("wb") as out:
             async for chunk in request.stream():
                 received += len(chunk)
                 if received > limit:

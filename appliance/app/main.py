@@ -7,7 +7,9 @@ chat     /api/public/{slug}/messages: a visitor's conversation with an agent (SS
 public   public agent pages (/{slug}, / on public hostnames, /bot)
 sites    /sites/* static publish tree
 sessions /api/admin/sessions/*, /api/admin/claude*: the session manager, relayed
-settings /admin/settings: Claude connection, API key, PIN, remote password, other devices
+settings /admin/settings: Claude connection, API key, Telegram (channels_admin), WhatsApp
+         (whatsapp_admin), PIN, remote
+         password, other devices
 plugins_admin /admin/plugins: the installed plugins, the optional ones turned on and off
 artefacts /admin/artefacts: knowledge documents and agents' templates, opened and edited
 data_admin /api/admin/memory/*: the Data page's notes, edits, scope changes and deletes
@@ -39,6 +41,8 @@ from appliance.app import (
     agents_admin,
     artefacts,
     auth,
+    backups,
+    channels_admin,
     chat,
     data_admin,
     knowledge,
@@ -49,6 +53,7 @@ from appliance.app import (
     sessions,
     sites,
     updates,
+    whatsapp_admin,
 )
 from appliance.app import settings as settings_page
 from appliance.app.context import AppContext
@@ -95,7 +100,10 @@ def create_app(settings: Settings | None = None) -> Starlette:
         *sites.routes(ctx),
         *sessions.routes(ctx),
         *updates.routes(ctx),
+        *backups.routes(ctx),
         *settings_page.routes(ctx),
+        *channels_admin.routes(ctx),
+        *whatsapp_admin.routes(ctx),
         *agents_admin.routes(ctx),
         *plugins_admin.routes(ctx),
         *artefacts.routes(ctx),

@@ -1,16 +1,21 @@
-"""The Settings page: the Claude connection, the Anthropic API key, the PIN, the remote password,
-signing out other devices, and how to reset a forgotten PIN.
+"""The Settings page: the Claude connection, the Anthropic API key, Telegram, the PIN, the remote
+password, signing out other devices, and how to reset a forgotten PIN.
 
 Routes (admin only; the auth middleware checks the login and the CSRF header)::
 
     GET    /admin/settings                     the page
     GET    /api/admin/settings                 {"pinSet", "remotePasswordSet", "lan", "claude":
                                                 {"connected"}, "apiKey": {"set", "hint"},
-                                                "visitors": {"path", "message"}}
+                                                "visitors": {"path", "message"},
+                                                "telegram": (appliance.app.channels_admin)}
+                                                (the page also: "whatsapp",
+                                                appliance.app.whatsapp_admin)
     POST   /api/admin/settings/anthropic-key   {"key"}: checked with one API call, then stored
     DELETE /api/admin/settings/anthropic-key   forget the key
 
-The PIN and the remote password have their routes in :mod:`appliance.app.auth`; Connect and
+Telegram's routes are :mod:`appliance.app.channels_admin`'s, WhatsApp's
+:mod:`appliance.app.whatsapp_admin`'s; the PIN and the remote password
+have theirs in :mod:`appliance.app.auth`; Connect and
 Disconnect Claude are the session manager's (relayed by :mod:`appliance.app.sessions`).
 
 The API key is what the gateway, the query classifier and the public agents use
@@ -34,6 +39,7 @@ from starlette.routing import BaseRoute, Route
 from appliance.agents.anthropic_client import check_key, read_api_key
 from appliance.agents.claude_code import VISITOR_PATHS, claude_connected, visitor_path
 from appliance.agents.errors import AnthropicError, AnthropicStatus
+from appliance.app import channels_admin, whatsapp_admin
 from appliance.app.auth import session_of
 from appliance.app.context import AppContext
 from appliance.app.pages import SECTIONS, json_api, render
@@ -113,6 +119,8 @@ def routes(ctx: AppContext) -> list[BaseRoute]:
         }
 
     async def page(request: Request) -> Response:
+        telegram = await channels_admin.state(ctx)
+        whatsapp = await whatsapp_admin.state(ctx)
         return render(
             ctx,
             request,
@@ -121,11 +129,11 @@ def routes(ctx: AppContext) -> list[BaseRoute]:
             admin=True,
             section="settings",
             sections=SECTIONS,
-            state=status(request),
+            state={**status(request), "telegram": telegram, "whatsapp": whatsapp},
         )
 
     async def show(request: Request) -> dict[str, Any]:
-        return status(request)
+        return {**status(request), "telegram": await channels_admin.state(ctx)}
 
     async def save_key(request: Request) -> dict[str, Any]:
         data = await json_object(request, limit=MAX_BODY_BYTES, what="the key")

@@ -104,6 +104,13 @@ def _weight(raw: str) -> float:
     return value
 
 
+def _fraction(raw: str) -> float:
+    value = float(raw)
+    if not 0.0 < value < 1.0:
+        raise ValueError("a share between 0 and 1, such as 0.75")
+    return value
+
+
 def _seconds(raw: str) -> float:
     value = float(raw)
     if not value > 0:
@@ -175,6 +182,16 @@ def _upload_types(raw: str) -> tuple[str, ...]:
     if not types or unknown:
         raise ValueError("a comma-separated list of " + ", ".join(UPLOAD_TYPES))
     return types
+
+
+def _time_of_day(raw: str) -> str:
+    text = raw.strip().lower()
+    if text == "off":
+        return text
+    match = re.fullmatch(r"([01]?[0-9]|2[0-3]):([0-5][0-9])", text)
+    if not match:
+        raise ValueError("a time of day as HH:MM (24-hour), or off")
+    return f"{int(match.group(1)):02d}:{match.group(2)}"
 
 
 def _names(raw: str) -> tuple[str, ...]:
@@ -305,6 +322,36 @@ SETTINGS: tuple[Setting, ...] = (
         _positive_int,
     ),
     Setting(
+        "graph_audit_interval",
+        3600.0,
+        "Seconds between graph-health audits (nodes without an embedding or an accountId).",
+        _seconds,
+    ),
+    Setting(
+        "backup_at",
+        "03:00",
+        "Time of day (HH:MM, the owner's time zone) of the nightly backup; off: none.",
+        _time_of_day,
+    ),
+    Setting(
+        "backup_keep",
+        7,
+        "Backups kept on the data partition; older ones are deleted after a new one.",
+        _positive_int,
+    ),
+    Setting(
+        "backup_keys",
+        False,
+        "Include the keys (cookie key, password hashes, API keys, Claude login) in backups.",
+        _bool,
+    ),
+    Setting(
+        "backup_dir",
+        None,
+        "Folder of the backups (default: backups/ in the data dir).",
+        _optional_path,
+    ),
+    Setting(
         "upload_max_mb",
         50,
         "Largest file (MB) an upload or memory-ingest-file takes.",
@@ -351,6 +398,25 @@ SETTINGS: tuple[Setting, ...] = (
     ),
     Setting(
         "stop_grace", 5.0, "Seconds a stopped session gets after SIGTERM before SIGKILL.", _seconds
+    ),
+    Setting(
+        "context_window",
+        200000,
+        "Tokens of the admin sessions' model context window (what compaction counts against).",
+        _positive_int,
+    ),
+    Setting(
+        "compact_threshold",
+        0.75,
+        "Share of the context window past which the manager asks an admin session for its "
+        "compaction briefing (session-compact).",
+        _fraction,
+    ),
+    Setting(
+        "compact_timeout",
+        120.0,
+        "Seconds an admin session gets to call session-compact once asked.",
+        _seconds,
     ),
     Setting(
         "schedule_interval",
@@ -403,6 +469,39 @@ SETTINGS: tuple[Setting, ...] = (
         1800.0,
         "Seconds without a message after which a visitor's conversation has ended and is "
         "reviewed for a lead.",
+        _seconds,
+    ),
+    Setting(
+        "telegram_api_url",
+        None,
+        "Base URL of the Telegram Bot API (default: Telegram's own; tests point it at a local "
+        "one).",
+        _optional_url,
+    ),
+    Setting(
+        "telegram_poll_timeout",
+        25.0,
+        "Seconds one long poll for Telegram updates may wait for a message.",
+        _seconds,
+    ),
+    Setting(
+        "telegram_turn_timeout",
+        300.0,
+        "Seconds an admin turn asked on Telegram may take before it counts as unanswered.",
+        _seconds,
+    ),
+    Setting(
+        "channel_input_ack",
+        10.0,
+        "Seconds after an owner's message is typed into their session by which a turn must have "
+        "started; later, op=input-no-turn is logged.",
+        _seconds,
+    ),
+    Setting(
+        "channel_stale_after",
+        900.0,
+        "A channel message this many seconds old when it is taken up again after a restart is "
+        "kept but not answered (no stale reply).",
         _seconds,
     ),
     Setting(
@@ -508,6 +607,11 @@ class Settings:
     search_expansion: bool
     search_dedup: bool
     purge_grace_days: int
+    graph_audit_interval: float
+    backup_at: str
+    backup_keep: int
+    backup_keys: bool
+    backup_dir: Path | None
     upload_max_mb: int
     upload_types: tuple[str, ...]
     search_limit: int
@@ -520,6 +624,9 @@ class Settings:
     idle_reap_interval: float
     idle_limit: float
     stop_grace: float
+    context_window: int
+    compact_threshold: float
+    compact_timeout: float
     schedule_interval: float
     manager_keepalive: float
     cloudflared_bin: str
@@ -531,6 +638,11 @@ class Settings:
     agent_model: str
     gateway_timeout: float
     lead_idle: float
+    telegram_api_url: str | None
+    telegram_poll_timeout: float
+    telegram_turn_timeout: float
+    channel_input_ack: float
+    channel_stale_after: float
     preset_file: Path
     service_user: str
     data_disk: Path | None
@@ -554,6 +666,11 @@ class Settings:
     def accounts_dir(self) -> Path:
         """Directory holding one folder per account."""
         return self.data_dir / "accounts"
+
+    @property
+    def backups_path(self) -> Path:
+        """Directory of the backup archives (``maxy-backup-*.tar``)."""
+        return self.backup_dir or self.data_dir / "backups"
 
     @property
     def keys_dir(self) -> Path:
@@ -630,6 +747,16 @@ class Settings:
     def claude_token_path(self) -> Path:
         """The owner's long-lived Claude token from Connect Claude (never logged)."""
         return self.keys_dir / "claude-oauth-token"
+
+    @property
+    def telegram_token_path(self) -> Path:
+        """The Telegram bot's token from BotFather (never logged)."""
+        return self.keys_dir / "telegram-bot-token"
+
+    @property
+    def channels_dir(self) -> Path:
+        """The device account's channel settings and status (``telegram.json``, …)."""
+        return self.accounts_dir / self.account_id / "channels"
 
     @property
     def cloudflared_dir(self) -> Path:

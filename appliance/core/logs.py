@@ -22,6 +22,11 @@ def configure(level: str = "INFO", role: str = "maxy") -> None:
     root.setLevel(level)
     # The Neo4j driver logs every retry at INFO; our own lines say what matters.
     logging.getLogger("neo4j").setLevel(logging.WARNING)
+    # httpx (and the Anthropic SDK's copy, httpx2) logs each request's URL at INFO and
+    # python-telegram-bot its base URL at DEBUG: a Telegram URL holds the bot's token, which no
+    # log may show.
+    for name in ("httpx", "httpx2", "httpcore", "telegram"):
+        logging.getLogger(name).setLevel(logging.WARNING)
 
 
 def kv(**fields: object) -> str:

@@ -8,6 +8,7 @@ logs-read           the roles' recent log lines, filtered, secrets removed (:mod
 session-list        the manager's sessions, or one with its last reply (:mod:`.sessions`)
 session-stop        stop one session (never the caller's own)
 specialist-start    a role as a capped specialist session
+session-compact     this session's compaction briefing, for the next session (engine)
 capabilities-here   the live install set (:mod:`.plugins`)
 plugin-read         a plugin's instructions or reference, brand filled in
 skill-load          a skill's instructions

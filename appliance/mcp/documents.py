@@ -13,6 +13,7 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
+from appliance.core.fsio import DiskFull
 from appliance.mcp.tool import Tool, ToolContext, ToolError
 from appliance.memory import uploads
 from appliance.memory.convert import ConversionRefused
@@ -66,6 +67,8 @@ async def ingest_file(context: ToolContext, arguments: dict[str, Any]) -> dict[s
         await asyncio.to_thread(uploads.stage_copy, source, staged, limits, source.name)
     except ConversionRefused as err:
         raise ToolError(str(err), code=err.reason) from err
+    except DiskFull as err:
+        raise ToolError(str(err), code=err.code) from err
     params: dict[str, Any] = {
         "staged": staged.name,
         "fileName": source.name,

@@ -6,8 +6,9 @@ A tool is one of two kinds:
   is not written here: it is the request type of that method (:mod:`appliance.rpc.engine`) cut to
   the arguments the tool exposes, so the MCP view and the engine's contract cannot drift apart.
 - **local** (``handler`` with its own ``input_schema``): the call runs inside the ``maxy mcp``
-  process (a web fetch, the session manager, the account's plugins), with a
-  :class:`ToolContext`: :mod:`appliance.mcp.web`, :mod:`appliance.mcp.admin`.
+  process (a web fetch, the session manager, the account's plugins, Telegram), with a
+  :class:`ToolContext`: :mod:`appliance.mcp.web`, :mod:`appliance.mcp.admin`,
+  :mod:`appliance.mcp.telegram`.
 
 A plugin with many tools keeps them in a module of its own (:mod:`appliance.mcp.scheduling`,
 :mod:`appliance.mcp.work` for projects and tasks) whose tuples are added to :data:`TOOLS`.
@@ -18,7 +19,7 @@ lists the same names (a test holds the two equal).
 
 from __future__ import annotations
 
-from appliance.mcp import admin, documents, scheduling, web, work
+from appliance.mcp import admin, documents, scheduling, telegram, web, whatsapp, work
 from appliance.mcp.tool import (
     ALWAYS_LOAD,
     LARGE_RESULT,
@@ -257,6 +258,10 @@ TOOLS: tuple[Tool, ...] = (
     # projects and tasks: the owner's work and the ready set
     + work.PROJECT_TOOLS
     + work.TASK_TOOLS
+    # telegram: the owner's bot (chats, a message to one, its token)
+    + telegram.TOOLS
+    # whatsapp: the owner's linked device (chats, a message to one, a chat export's import)
+    + whatsapp.TOOLS
 )
 BY_NAME = {tool.name: tool for tool in TOOLS}
 

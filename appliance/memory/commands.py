@@ -1,5 +1,5 @@
-"""The memory CLI: ``maxy memory search|ingest|delete|restore`` and ``maxy reindex``, through the
-engine's RPC.
+"""The memory CLI: ``maxy memory search|ingest|delete|restore``, ``maxy reindex`` and ``maxy
+backup create|list|restore``, through the engine's RPC.
 
 These run as the owner (every scope) of ``MAXY_ACCOUNT_ID``: the same calls the admin agent's
 MCP tools make, for a person at a terminal.
@@ -15,22 +15,31 @@ from pathlib import Path
 from typing import Any
 
 from appliance.core.config import Settings
+from appliance.core.fsio import DiskFull
 from appliance.core.identity import Caller
 from appliance.memory import uploads
+from appliance.memory.backup import NAME as backup_names
 from appliance.memory.convert import TEXT_KINDS, ConversionRefused, kind_of
 from appliance.memory.text import search_text
 from appliance.rpc.client import RpcClient
 from appliance.rpc.protocol import RemoteError
 
 LONG_CALL_TIMEOUT = 120.0
+BACKUP_TIMEOUT = 3600.0  # between two progress frames: packing a large folder sends none
 
 
 def _caller(settings: Settings) -> dict[str, Any]:
     return Caller(account_id=settings.require_account_id()).to_wire()
 
 
-def _call(settings: Settings, method: str, params: dict[str, Any], **kw: Any) -> Any:
-    client = RpcClient(settings.engine_socket, timeout=LONG_CALL_TIMEOUT)
+def _call(
+    settings: Settings,
+    method: str,
+    params: dict[str, Any],
+    timeout: float = LONG_CALL_TIMEOUT,
+    **kw: Any,
+) -> Any:
+    client = RpcClient(settings.engine_socket, timeout=timeout)
     return asyncio.run(client.call(method, {**params, "caller": _caller(settings)}, **kw))
 
 
@@ -108,7 +117,7 @@ def _ingest_file(settings: Settings, args: argparse.Namespace, path: Path) -> in
         if args.scope:
             params["scope"] = args.scope
         result = _call(settings, "document.ingest-file", params, on_progress=_bar)
-    except (ConversionRefused, RemoteError) as err:
+    except (ConversionRefused, RemoteError, DiskFull) as err:
         sys.stderr.write(f"\n{path.name} was not ingested: {err}\n")
         return 2
     finally:
@@ -164,8 +173,60 @@ def reindex(settings: Settings, args: argparse.Namespace) -> int:
     return 0 if not result.get("skipped") else 3
 
 
+def _size(count: int) -> str:
+    return f"{count / 1024**2:,.1f} MB"
+
+
+def backup(settings: Settings, args: argparse.Namespace) -> int:
+    """``maxy backup create|list|restore``: archives of the graph, the accounts' files and (if
+    chosen) keys, kept in MAXY_BACKUP_DIR."""
+    try:
+        if args.backup_command == "list":
+            result = _call(settings, "backup.list", {})
+            if args.json:
+                print(json.dumps(result, indent=2))
+                return 0
+            for item in result["backups"]:
+                what = item.get("error") or (
+                    f"{item.get('nodes')} nodes, {item.get('relationships')} relationships"
+                    + (", keys" if item.get("keys") else "")
+                )
+                print(f"{item['name']}  {_size(item['bytes']):>10}  {what}")
+            if not result["backups"]:
+                print(f"No backups yet in {result['folder']}.")
+            return 0
+        if args.backup_command == "create":
+            params = {"includeKeys": True} if args.keys else {}
+            result = _call(
+                settings, "backup.create", params, timeout=BACKUP_TIMEOUT, on_progress=_bar
+            )
+        else:
+            if not args.yes:
+                sys.stderr.write(
+                    f"Restoring {args.archive} replaces the memory graph and the files of every "
+                    "account it holds with the backup's. Run again with --yes to do it.\n"
+                )
+                return 2
+            name = args.archive
+            if not backup_names.match(name):
+                name = str(Path(name).resolve())
+            result = _call(
+                settings,
+                "backup.restore",
+                {"name": name},
+                timeout=BACKUP_TIMEOUT,
+                on_progress=_bar,
+            )
+    except RemoteError as err:
+        sys.stderr.write(f"\n{err}\n")
+        return 2
+    sys.stderr.write("\n")
+    print(json.dumps(result, indent=2))
+    return 0
+
+
 def add_parsers(sub: Any) -> None:
-    """Register ``memory`` and ``reindex`` on the ``maxy`` parser."""
+    """Register ``memory``, ``reindex`` and ``backup`` on the ``maxy`` parser."""
     memory = sub.add_parser("memory", help="search, ingest, delete or restore in the memory graph")
     memory_sub = memory.add_subparsers(dest="memory_command", required=True)
     find = memory_sub.add_parser("search", help="hybrid search, as the admin agent sees it")
@@ -198,3 +259,15 @@ def add_parsers(sub: Any) -> None:
     again.add_argument("--dry-run", action="store_true", help="only count what would change")
     again.add_argument("--labels", help="comma-separated labels")
     again.set_defaults(func=reindex)
+    keep = sub.add_parser("backup", help="back up, list or restore the graph and accounts' files")
+    keep_sub = keep.add_subparsers(dest="backup_command", required=True)
+    make = keep_sub.add_parser("create", help="back up now (the engine keeps answering)")
+    make.add_argument("--keys", action="store_true", help="include the keys (default: setting)")
+    make.set_defaults(func=backup)
+    show = keep_sub.add_parser("list", help="the backups kept, newest first")
+    show.add_argument("--json", action="store_true")
+    show.set_defaults(func=backup)
+    back = keep_sub.add_parser("restore", help="verify a backup whole, then restore it")
+    back.add_argument("archive", help="a name from `maxy backup list`, or an archive's path")
+    back.add_argument("--yes", action="store_true", help="replace the graph and files")
+    back.set_defaults(func=backup)

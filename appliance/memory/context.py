@@ -9,16 +9,21 @@
 2. **the ready set** — the tasks that can be picked up now (open or in progress, every
    dependency done or cancelled), grouped by project, most pressing first.
 
-Both are written by the ``projects`` and ``tasks`` plugins' tools, the admin pages and the
+Before them, when there is one, comes the newest **compaction briefing** of an earlier admin
+session (:mod:`appliance.memory.briefings`: what was asked, done and decided, the work in
+progress, what the owner shared), so a session starts where the last long one left off.
+
+Both lists are written by the ``projects`` and ``tasks`` plugins' tools, the admin pages and the
 visitor-lead review; nothing else is read (the review digests and alerts an earlier version
 showed had no writer, so the block no longer has them).
 
 The block is capped at ``max_chars`` characters, tags included (default :data:`MAX_CHARS`):
 projects get at most half of it, the ready set the rest; a list that does not fit ends with a
-line ``…N more active projects`` / ``…N more ready tasks``. With no active project and nothing
-ready, the text is empty: no block at all.
+line ``…N more active projects`` / ``…N more ready tasks``. A briefing takes at most half of it
+first (each field clipped to its share). With no briefing, no active project and nothing ready,
+the text is empty: no block at all.
 
-One log line per call: ``[context] op=previous chars=… projects=…/… ready=…/… ms=…``.
+One log line per call: ``[context] op=previous chars=… briefing=… projects=…/… ready=…/… ms=…``.
 """
 
 from __future__ import annotations
@@ -30,6 +35,7 @@ from datetime import datetime
 from typing import Any
 
 from appliance.core.identity import Caller
+from appliance.memory.briefings import briefing_lines
 from appliance.memory.projects import Projects
 from appliance.memory.work import clip
 
@@ -126,14 +132,18 @@ def _fit_ready(groups: list[dict[str, Any]], total: int, budget: int) -> _Fitted
 
 
 async def previous_context(
-    projects: Projects, caller: Caller, max_chars: int = MAX_CHARS, now: datetime | None = None
+    projects: Projects,
+    caller: Caller,
+    max_chars: int = MAX_CHARS,
+    now: datetime | None = None,
+    briefing: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The ``<previous-context>`` block of ``caller``'s account (empty when there is nothing)."""
     clock = time.perf_counter()
     max_chars = max(MIN_CHARS, int(max_chars))
     listed = await projects.listing(caller, limit=FETCH, now=now)
     ready = await projects.tasks.ready(caller, limit=FETCH, now=now)
-    if not listed["total"] and not ready["total"]:
+    if not listed["total"] and not ready["total"] and briefing is None:
         result = _result("", _Fitted(), _Fitted())
         _log(result, clock)
         return result
@@ -141,6 +151,10 @@ async def previous_context(
     left = max_chars - frame
     shown_projects = _Fitted()
     parts: list[str] = []
+    if briefing is not None:
+        whole = listed["total"] or ready["total"]
+        parts.append("\n".join(briefing_lines(briefing, left // 2 if whole else left)))
+        left -= len(parts[-1]) + 2
     if listed["total"]:
         share = left // 2 if ready["total"] else left
         shown_projects = _fit_projects(listed["projects"], listed["total"], share)
@@ -151,24 +165,28 @@ async def previous_context(
         shown_ready = _fit_ready(ready["groups"], ready["total"], left)
         parts.append("\n".join([READY_HEADING, *shown_ready.lines]))
     text = "\n".join([OPEN_TAG, INTRO, "", "\n\n".join(parts), CLOSE_TAG])
-    result = _result(text, shown_projects, shown_ready)
+    result = _result(text, shown_projects, shown_ready, briefing)
     _log(result, clock)
     return result
 
 
-def _result(text: str, projects: _Fitted, ready: _Fitted) -> dict[str, Any]:
+def _result(
+    text: str, projects: _Fitted, ready: _Fitted, briefing: dict[str, Any] | None = None
+) -> dict[str, Any]:
     return {
         "text": text,
         "chars": len(text),
         "projects": {"shown": projects.shown, "total": projects.total},
         "ready": {"shown": ready.shown, "total": ready.total},
+        "briefing": briefing["id"] if briefing else None,
     }
 
 
 def _log(result: dict[str, Any], clock: float) -> None:
     log.info(
-        "[context] op=previous chars=%s projects=%s/%s ready=%s/%s ms=%.0f",
+        "[context] op=previous chars=%s briefing=%s projects=%s/%s ready=%s/%s ms=%.0f",
         result["chars"],
+        result["briefing"] is not None,
         result["projects"]["shown"],
         result["projects"]["total"],
         result["ready"]["shown"],

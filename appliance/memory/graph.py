@@ -7,19 +7,37 @@ import logging
 import time
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
+from pathlib import Path
 from typing import Any, Protocol
 
 import neo4j
 from neo4j.exceptions import AuthError, DriverError, Neo4jError, ServiceUnavailable
 
+from appliance.core.fsio import DiskFull, low_on_space
+from appliance.graphdb.errors import database_stopped
 from appliance.memory.errors import GraphAuthFailed, GraphQueryFailed, GraphUnavailable
 
 log = logging.getLogger(__name__)
 
+# How Neo4j reports the store's disk full (a java.io.IOException's message, passed through).
+NO_SPACE = "No space left on device"
+# Neo4j's answer to the write its store could not take (a full disk, in practice; the message
+# does not say): it stops its database then, see appliance.graphdb.errors.DATABASE_STOPPED.
+LOG_APPEND_FAILED = "Neo.DatabaseError.Transaction.TransactionLogError"
+
+
+def stopped_database(err: Neo4jError) -> bool:
+    """True if Neo4j failed to append to its transaction log, or has stopped its database since."""
+    return err.code == LOG_APPEND_FAILED or database_stopped(err.message)
+
 
 @asynccontextmanager
-async def translate_errors(uri: str) -> AsyncIterator[None]:
-    """Turn Neo4j driver exceptions into :mod:`appliance.memory.errors` exceptions."""
+async def translate_errors(uri: str, store: Path | None = None) -> AsyncIterator[None]:
+    """Turn Neo4j driver exceptions into :mod:`appliance.memory.errors` exceptions.
+
+    ``store`` is the local Neo4j's home, when it runs on this machine: a stopped database with
+    its partition (nearly) full is :class:`DiskFull`, as Neo4j's own message never says so.
+    """
     try:
         yield
     except AuthError as err:
@@ -33,6 +51,15 @@ async def translate_errors(uri: str) -> AsyncIterator[None]:
             "`maxy neo4j start`, or set MAXY_NEO4J_URI."
         ) from err
     except Neo4jError as err:
+        full = store is not None and low_on_space(store)
+        if NO_SPACE in (err.message or "") or (full and stopped_database(err)):
+            log.error("[disk] op=write error=disk-full where=neo4j code=%s", err.code)
+            raise DiskFull("the Neo4j store") from err
+        if stopped_database(err):
+            raise GraphUnavailable(
+                f"Neo4j at {uri} stopped its database after a failed write ({err.code}); it "
+                "serves again once restarted (its supervisor does that when the disk has room)."
+            ) from err
         raise GraphQueryFailed(f"Neo4j rejected a statement: {err.message} ({err.code})") from err
     except DriverError as err:
         raise GraphUnavailable(f"The Neo4j driver failed talking to {uri}: {err}") from err
@@ -60,26 +87,48 @@ class Runs(Protocol):
 class Transaction:
     """Statements of one write transaction: they commit together at the end, or none does."""
 
-    def __init__(self, tx: neo4j.AsyncTransaction, uri: str) -> None:
+    def __init__(self, tx: neo4j.AsyncTransaction, uri: str, store: Path | None) -> None:
         self._tx = tx
         self.uri = uri
+        self.store = store
 
     async def run(
         self, cypher: str, params: Mapping[str, Any] | None = None
     ) -> tuple[list[dict[str, Any]], Any]:
         """Run one statement inside the transaction; return its records and summary."""
-        async with translate_errors(self.uri):
+        async with translate_errors(self.uri, self.store):
             result = await self._tx.run(cypher, dict(params or {}))
             records = [record async for record in result]
             summary = await result.consume()
         return [_plain(record.data()) for record in records], summary
 
 
-class Graph:
-    """An async Neo4j driver pool with translated errors."""
+class Reading:
+    """Statements of one read transaction, each streaming the driver's own values (temporal
+    values stay typed: :mod:`appliance.memory.snapshot` keeps them exactly)."""
 
-    def __init__(self, uri: str, user: str, password: str, *, timeout: float = 3.0) -> None:
+    def __init__(self, tx: neo4j.AsyncTransaction, uri: str) -> None:
+        self._tx = tx
         self.uri = uri
+
+    async def stream(
+        self, cypher: str, params: Mapping[str, Any] | None = None
+    ) -> AsyncIterator[tuple[Any, ...]]:
+        """Yield the records of one statement as tuples, as Neo4j sends them."""
+        async with translate_errors(self.uri):
+            result = await self._tx.run(cypher, dict(params or {}))
+            async for record in result:
+                yield tuple(record.values())
+
+
+class Graph:
+    """An async Neo4j driver pool with translated errors (``store``: see translate_errors)."""
+
+    def __init__(
+        self, uri: str, user: str, password: str, *, timeout: float = 3.0, store: Path | None = None
+    ) -> None:
+        self.uri = uri
+        self.store = store
         self._driver = neo4j.AsyncGraphDatabase.driver(
             uri,
             auth=(user, password),
@@ -94,21 +143,37 @@ class Graph:
         self, cypher: str, params: Mapping[str, Any] | None = None
     ) -> tuple[list[dict[str, Any]], Any]:
         """Run one statement; return its records as dicts and the result summary."""
-        async with translate_errors(self.uri):
+        async with translate_errors(self.uri, self.store):
             result = await self._driver.execute_query(cypher, dict(params or {}), database_="neo4j")
         return [_plain(record.data()) for record in result.records], result.summary
 
     @asynccontextmanager
     async def transaction(self) -> AsyncIterator[Transaction]:
         """One write transaction: committed when the block ends, rolled back if it raises."""
-        async with translate_errors(self.uri), self._driver.session(database="neo4j") as session:
+        async with (
+            translate_errors(self.uri, self.store),
+            self._driver.session(database="neo4j") as session,
+        ):
             tx = await session.begin_transaction()
             try:
-                yield Transaction(tx, self.uri)
+                yield Transaction(tx, self.uri, self.store)
             except BaseException:
                 await tx.rollback()
                 raise
             await tx.commit()
+
+    @asynccontextmanager
+    async def reading(self) -> AsyncIterator[Reading]:
+        """One read transaction whose statements stream their records (a consistent export)."""
+        async with (
+            translate_errors(self.uri),
+            self._driver.session(database="neo4j", default_access_mode=neo4j.READ_ACCESS) as s,
+        ):
+            tx = await s.begin_transaction()
+            try:
+                yield Reading(tx, self.uri)
+            finally:
+                await tx.close()
 
     async def ping(self) -> float:
         """Round-trip a trivial query; return the latency in milliseconds."""

@@ -83,7 +83,7 @@ class _Pending:
     embedding: list[float] = field(default_factory=list)
 
 
-async def _indexed_labels(graph: Graph, labels: Sequence[str] | None) -> list[str]:
+async def indexed_labels(graph: Graph, labels: Sequence[str] | None = None) -> list[str]:
     """The labels to visit: those with a vector index, narrowed to ``labels``."""
     indexed = await Searcher(graph, _no_query_embed).vector_indexes()
     if labels is None:
@@ -257,7 +257,7 @@ async def reindex(
     if not 1 <= batch_size <= MAX_BATCH:
         log.error("[reindex] reject reason=invalid-batch-size batch_size=%s", batch_size)
         raise WriteRejected(f"batch_size must be between 1 and {MAX_BATCH}, got {batch_size}.")
-    chosen = await _indexed_labels(graph, labels)
+    chosen = await indexed_labels(graph, labels)
     run = _Run(graph, caller, embed, model_name, batch_size, progress, dry_run)
     if chosen:
         await run.count(chosen)

@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from appliance.core.fsio import sha256_hex
+from appliance.core.fsio import disk_full_errors, sha256_hex
 from appliance.core.identity import Caller
 from appliance.memory.convert import ConversionRefused, Converted, convert, kind_of, refuse
 from appliance.memory.graph import Graph
@@ -99,7 +99,8 @@ def attachments_dir(accounts_dir: Path, account_id: str) -> Path:
 def incoming_dir(accounts_dir: Path, account_id: str) -> Path:
     """Where files being received are staged (made on first use, 0700)."""
     folder = attachments_dir(accounts_dir, account_id) / INCOMING
-    folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+    with disk_full_errors(folder):
+        folder.mkdir(mode=0o700, parents=True, exist_ok=True)
     return folder
 
 
@@ -125,7 +126,7 @@ def stage_copy(source: Path, dest: Path, limits: Limits, name: str) -> int:
     limits.check_size(name, source.stat().st_size)
     copied = 0
     try:
-        with source.open("rb") as src, dest.open("wb") as out:
+        with disk_full_errors(dest), source.open("rb") as src, dest.open("wb") as out:
             while block := src.read(COPY_CHUNK):
                 copied += len(block)
                 if copied > limits.max_bytes:
@@ -233,7 +234,8 @@ async def ingest_file(
         ext = PurePosixPath(file_name).suffix.lower()
         folder = attachments_dir(accounts_dir, caller.account_id) / key
         final = folder / f"{digest[:16]}{ext}"
-        placed = await asyncio.to_thread(_place, path, folder, final)
+        with disk_full_errors(final):
+            placed = await asyncio.to_thread(_place, path, folder, final)
     finally:
         path.unlink(missing_ok=True)
     request = IngestRequest(

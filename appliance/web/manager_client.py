@@ -1,7 +1,8 @@
 """A small JSON client of the session manager's HTTP API on its Unix socket.
 
 The manager's routes are :mod:`appliance.sessions.server`'s; this client is for the roles that
-ask it something and read the answer (the admin plugin's tools, the update health check). The
+ask it something and read the answer (the admin plugin's tools, the update health check, the
+channels' owner turns). The
 browser's session API is relayed byte for byte by :mod:`appliance.web.upstream` instead.
 
 Errors::
@@ -107,6 +108,13 @@ class ManagerClient:
         answer = await self.request("POST", "/rc-spawn", body)
         row: dict[str, Any] = answer["row"]
         return row
+
+    async def input(self, token: str, text: str) -> dict[str, Any]:
+        """``POST /<token>/input``: type ``text`` into a live session and submit it."""
+        answer: dict[str, Any] = await self.request(
+            "POST", f"/{token}/input", {"text": text, "submit": True}
+        )
+        return answer
 
     async def stop(self, token: str) -> dict[str, Any]:
         """``POST /<token>/stop``: ``{id, stopped, signal, row}``."""

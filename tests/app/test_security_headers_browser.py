@@ -28,7 +28,14 @@ document.addEventListener("securitypolicyviolation", (e) => {
   window.__csp.push(e.violatedDirective + " " + (e.blockedURI || "inline") + " " + e.sourceFile);
 });
 """
-ADMIN_PAGES = ["/", "/admin/data", "/admin/graph", "/admin/settings", "/admin/updates"]
+ADMIN_PAGES = [
+    "/",
+    "/admin/data",
+    "/admin/graph",
+    "/admin/settings",
+    "/admin/updates",
+    "/admin/backups",
+]
 PUBLIC_PAGES = ["/maxy", "/bot", "/login"]
 
 

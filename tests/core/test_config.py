@@ -74,6 +74,11 @@ DEFAULTS: list[tuple[str, Any]] = [
     ("search_expansion", False),
     ("search_dedup", False),
     ("purge_grace_days", 7),
+    ("graph_audit_interval", 3600.0),
+    ("backup_at", "03:00"),
+    ("backup_keep", 7),
+    ("backup_keys", False),
+    ("backup_dir", None),
     ("upload_max_mb", 50),
     ("upload_types", ("md", "markdown", "txt", "html", "htm", "pdf", "docx")),
     ("search_limit", 10),
@@ -86,6 +91,9 @@ DEFAULTS: list[tuple[str, Any]] = [
     ("idle_reap_interval", 30.0),
     ("idle_limit", 120.0),
     ("stop_grace", 5.0),
+    ("context_window", 200000),
+    ("compact_threshold", 0.75),
+    ("compact_timeout", 120.0),
     ("schedule_interval", 30.0),
     ("manager_keepalive", 25.0),
     ("cloudflared_bin", "cloudflared"),
@@ -97,6 +105,11 @@ DEFAULTS: list[tuple[str, Any]] = [
     ("agent_model", "claude-sonnet-4-6"),
     ("gateway_timeout", 3.0),
     ("lead_idle", 1800.0),
+    ("telegram_api_url", None),
+    ("telegram_poll_timeout", 25.0),
+    ("telegram_turn_timeout", 300.0),
+    ("channel_input_ack", 10.0),
+    ("channel_stale_after", 900.0),
     ("preset_file", Path("/etc/maxy/preset/account.json")),
     ("service_user", "maxy"),
     ("data_disk", None),
@@ -233,7 +246,18 @@ INVALID: list[tuple[str, str]] = [
     ("MAXY_NEO4J_HEAP", ""),
     ("MAXY_NEO4J_PAGECACHE", "m"),
     ("MAXY_NEO4J_PAGECACHE", "1t"),
+    ("MAXY_COMPACT_THRESHOLD", "75"),
+    ("MAXY_COMPACT_THRESHOLD", "1"),
+    ("MAXY_BACKUP_AT", "25:00"),
+    ("MAXY_BACKUP_AT", "nightly"),
+    ("MAXY_BACKUP_KEEP", "0"),
 ]
+
+
+@pytest.mark.parametrize(("raw", "stored"), [("3:05", "03:05"), ("23:59", "23:59"), ("OFF", "off")])
+def test_the_backup_time_is_a_time_of_day_or_off(empty_toml: Path, raw: str, stored: str) -> None:
+    settings = load_settings(environ={"MAXY_BACKUP_AT": raw}, config_file=empty_toml)
+    assert settings.backup_at == stored
 
 
 @pytest.mark.parametrize(

@@ -17,6 +17,7 @@ What it answers is scripted per test, per model or for every model::
     with FakeAnthropic() as api:
         api.queue(Reply(text='{"verdict": "DISCARD", ...}'), model="claude-haiku-4-5")
         api.always(Reply(text="Hello!"))            # every other request
+        api.always(Reply(text="{...}"), when=is_x)   # every request is_x accepts
         api.queue(Reply(status=429))                 # the next request, whatever its model
         api.queue(Reply(delay=10))                   # answers after 10 s (past a timeout)
         api.queue(Reply(malformed=True))             # a 200 whose body is not JSON
@@ -169,7 +170,7 @@ class FakeAnthropic:
         self.requests: list[tuple[str, str, dict[str, Any] | None]] = []
         self.headers: list[dict[str, str]] = []
         self._queued: dict[str, deque[tuple[Predicate | None, Reply]]] = {}
-        self._standing: dict[str, Reply] = {}
+        self._standing: dict[str, list[tuple[Predicate | None, Reply]]] = {}
         self._lock = threading.Lock()
         self._closing = threading.Event()
         fake = self
@@ -285,10 +286,13 @@ class FakeAnthropic:
         with self._lock:
             self._queued.setdefault(model, deque()).extend((when, reply) for reply in replies)
 
-    def always(self, reply: Reply, model: str = ANY) -> None:
-        """Answer every request (for ``model``, or any) with ``reply`` unless one is queued."""
+    def always(self, reply: Reply, model: str = ANY, when: Predicate | None = None) -> None:
+        """Answer every request (for ``model``, or any; that ``when`` accepts) with ``reply``
+        unless one is queued; a standing reply with ``when`` is asked before one without."""
         with self._lock:
-            self._standing[model] = reply
+            kept = [entry for entry in self._standing.get(model, []) if entry[0] is not when]
+            # Those with a predicate are asked first; the one without answers the rest.
+            self._standing[model] = sorted([(when, reply), *kept], key=lambda e: e[0] is None)
 
     def _authorised(self, api_key: str | None, authorization: str | None) -> bool:
         if not self.api_keys and not self.oauth_tokens:
@@ -308,8 +312,9 @@ class FakeAnthropic:
                         queued.remove(entry)
                         return reply
             for key in (model, ANY):
-                if key in self._standing:
-                    return self._standing[key]
+                for when, reply in self._standing.get(key, []):
+                    if when is None or when(body):
+                        return reply
         return Reply(text=self.reply)
 
     def _record(

@@ -37,7 +37,7 @@ def device(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
         "CLAUDE_DOUBLE_PYTHON": sys.executable,
         "MAXY_STOP_GRACE": "1",
     }
-    with supervised_stack(root, **double) as stack:
+    with supervised_stack(root, data=root / "data", **double) as stack:
         yield stack
 
 

@@ -1,5 +1,6 @@
-"""The <previous-context> block of admin sessions: active projects and the ready set, built from
-projects and tasks made through their own services in the real Neo4j."""
+"""The <previous-context> block of admin sessions: the newest compaction briefing, active projects
+and the ready set, built from briefings, projects and tasks made through their own services in
+the real Neo4j."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
 from appliance.core.identity import Caller
+from appliance.memory.briefings import latest_briefing, write_briefing
 from appliance.memory.context import CLOSE_TAG, MAX_CHARS, OPEN_TAG, READY_HEADING, previous_context
 from appliance.memory.embedder import Embedder
 from appliance.memory.graph import Graph
@@ -122,6 +124,48 @@ async def test_another_account_sees_none_of_it_and_a_public_caller_is_refused(
     assert (await previous_context(projects, other, now=WORK_NOW))["text"] == ""
     with pytest.raises(Exception, match="owner's"):
         await previous_context(projects, memory.other(scopes=("public",)), now=WORK_NOW)
+
+
+@pytest.mark.anyio
+async def test_the_newest_briefing_comes_first_within_the_cap_and_stays_in_its_account(
+    memory: Memory, projects: Projects
+) -> None:
+    session = memory.other(session_id=f"s-{uuid.uuid4()}")
+    briefing = {
+        "asked": "Plan the spring hive inspection " + "a" * 3000,
+        "done": "Listed the hives.",
+        "decisions": "",
+        "inProgress": "Booking the bee inspector.",
+        "aboutOwner": "Ada keeps bees on the roof.",
+    }
+    await write_briefing(memory.graph, session, {**briefing, "asked": "An older one"})
+    written = await write_briefing(memory.graph, session, briefing)
+    assert written["sessionId"] == session.session_id and written["conversationId"] is None
+    for _ in range(40):
+        await projects.tasks.create(memory.caller, {"name": "Chore " + "c" * 100})
+    latest = await latest_briefing(memory.graph, memory.caller)
+    assert latest is not None and latest["id"] == written["id"]
+    result = await previous_context(projects, memory.caller, now=WORK_NOW, briefing=latest)
+    text = result["text"]
+    assert result["briefing"] == written["id"] and len(text) <= MAX_CHARS
+    heading, asked, done, in_progress, owner = text.split("\n")[3:8]
+    assert heading.startswith("## Where the last session left off")
+    assert asked.startswith("- Asked: Plan the spring hive inspection aaa") and asked.endswith("…")
+    assert (done, in_progress) == (
+        "- Done: Listed the hives.",
+        "- In progress: Booking the bee inspector.",
+    )
+    assert owner == "- About the owner: Ada keeps bees on the roof."
+    assert READY_HEADING in text  # the chores still have their half
+    other = memory.other(account_id=f"{memory.caller.account_id}-{uuid.uuid4()}")
+    assert await latest_briefing(memory.graph, other) is None
+    assert await latest_briefing(memory.graph, memory.other(scopes=("public",))) is None
+    with pytest.raises(Exception, match="owner's own admin sessions"):
+        await write_briefing(
+            memory.graph, memory.other(scopes=("public",), session_id="v"), briefing
+        )
+    with pytest.raises(Exception, match="this caller has none"):
+        await write_briefing(memory.graph, memory.caller, briefing)
 
 
 ITEM = st.tuples(

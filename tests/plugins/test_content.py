@@ -73,7 +73,9 @@ def test_the_core_plugins_are_shipped() -> None:
         "projects",
         "scheduling",
         "tasks",
+        "telegram",
         "web",
+        "whatsapp",
     }
     assert set(PLUGINS) == expected
 

@@ -200,3 +200,55 @@ def neo4j_pid(home: Path) -> int | None:
         return int((home / "run" / "neo4j.pid").read_text().split()[0])
     except (OSError, ValueError, IndexError):
         return None
+
+
+def process_table() -> dict[int, tuple[int, list[str]]]:
+    """pid -> (parent pid, argv) of every process, from /proc."""
+    found: dict[int, tuple[int, list[str]]] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            raw = Path(f"/proc/{entry}/stat").read_bytes()
+            argv = Path(f"/proc/{entry}/cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        parent = int(raw[raw.rindex(b")") + 2 :].split()[1])
+        found[int(entry)] = (parent, [a.decode(errors="replace") for a in argv if a])
+    return found
+
+
+def process_tree(
+    pid: int,
+    table: dict[int, tuple[int, list[str]]],
+    skip: Callable[[list[str]], bool] | None = None,
+) -> list[int]:
+    """``pid`` and every process below it in ``table`` (from :func:`process_table`), leaving
+    out any process whose argv ``skip`` accepts, and everything below it."""
+    children: dict[int, list[int]] = {}
+    for child, (parent, _) in table.items():
+        children.setdefault(parent, []).append(child)
+    found, frontier = [], [pid]
+    while frontier:
+        current = frontier.pop()
+        if skip is not None and current != pid and skip(table.get(current, (0, []))[1]):
+            continue
+        found.append(current)
+        frontier += children.get(current, [])
+    return found
+
+
+def rss_mb(pid: int) -> float:
+    """Resident memory of ``pid`` in MB (0 once it is gone)."""
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return 0.0
+
+
+def open_fds(pid: int) -> int:
+    """How many descriptors ``pid`` holds, from /proc."""
+    return len(os.listdir(f"/proc/{pid}/fd"))

@@ -309,10 +309,12 @@ def sessions_stack(root: Path, *roles: str, **variables: str) -> Iterator[Stack]
 
 
 @contextmanager
-def supervised_stack(root: Path, **variables: str) -> Iterator[Stack]:
+def supervised_stack(root: Path, *, data: Path | None = None, **variables: str) -> Iterator[Stack]:
     """`maxy run` for a fresh account: its own Neo4j and every role under the development
-    supervisor, waited for until the edge's /healthz answers 200; stopped at the end."""
-    data = root / "data"
+    supervisor, waited for until the edge's /healthz answers 200; stopped at the end. The data
+    directory (Neo4j's store with it) is ``data``, or ``root/data``; the test's logs stay in
+    ``root/logs``."""
+    data = data or root / "data"
     account = create_account(data / "accounts", "Test Owner")
     env = account_env(data, runtime_dir("maxy-run-"), account.id, **private_neo4j(), **variables)
     logs = root / "logs"

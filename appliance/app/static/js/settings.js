@@ -103,6 +103,107 @@
     });
   });
 
+  // Telegram: the bot's token (checked with Telegram before it is stored), who the owner is,
+  // strangers and groups. Every answer is the card's state; the page reloads to show it.
+  var tgTokenForm = document.getElementById("telegram-token-form");
+  if (tgTokenForm) {
+    var tgTokenMessage = document.getElementById("telegram-token-message");
+    tgTokenForm.addEventListener("submit", function (event) {
+      event.preventDefault();
+      busy(tgTokenForm, true);
+      tell(tgTokenMessage, "Checking the token with Telegram…", "busy");
+      var input = document.getElementById("telegram-token-input");
+      send("/api/admin/settings/telegram-token", "POST", { token: input.value })
+        .then(function (tg) {
+          input.value = "";
+          tell(tgTokenMessage, "Saved: Telegram knows this bot as @" + tg.bot.username + ".", "ok");
+          window.setTimeout(function () { window.location.reload(); }, 1200);
+        })
+        .catch(function (err) { tell(tgTokenMessage, err.message, "error"); })
+        .then(function () { busy(tgTokenForm, false); });
+    });
+    document.getElementById("telegram-token-remove").addEventListener("click", function () {
+      send("/api/admin/settings/telegram-token", "DELETE")
+        .then(function () { window.location.reload(); })
+        .catch(function (err) { tell(tgTokenMessage, err.message, "error"); });
+    });
+    var tgForm = document.getElementById("telegram-form");
+    var tgMessage = document.getElementById("telegram-message");
+    var saveTelegram = function (body, done) {
+      send("/api/admin/settings/telegram", "POST", body)
+        .then(function () {
+          tell(tgMessage, done, "ok");
+          window.setTimeout(function () { window.location.reload(); }, 800);
+        })
+        .catch(function (err) { tell(tgMessage, err.message, "error"); });
+    };
+    tgForm.addEventListener("submit", function (event) {
+      event.preventDefault();
+      var owners = document.getElementById("telegram-owners").value
+        .split(/[\s,]+/).filter(function (id) { return id; });
+      var groups = {};
+      Array.prototype.forEach.call(tgForm.querySelectorAll("select[data-group]"), function (el) {
+        groups[el.getAttribute("data-group")] = el.value;
+      });
+      saveTelegram({
+        ownerIds: owners,
+        strangers: document.getElementById("telegram-strangers").value,
+        groups: groups,
+      }, "Saved.");
+    });
+    Array.prototype.forEach.call(document.querySelectorAll("button[data-owner]"), function (button) {
+      button.addEventListener("click", function () {
+        var owners = document.getElementById("telegram-owners").value
+          .split(/[\s,]+/).filter(function (id) { return id; });
+        owners.push(button.getAttribute("data-owner"));
+        saveTelegram({ ownerIds: owners }, "Saved: that account is yours now.");
+      });
+    });
+  }
+
+  // WhatsApp: link (the QR code is drawn by the server; polled while pairing), unlink, settings.
+  var waForm = document.getElementById("whatsapp-form");
+  if (waForm) {
+    var waMessage = document.getElementById("whatsapp-message");
+    var waState = document.getElementById("whatsapp-state");
+    var reload = function () { window.location.reload(); };
+    document.getElementById("whatsapp-link").addEventListener("click", function () {
+      send("/api/admin/settings/whatsapp-link", "POST").then(reload)
+        .catch(function (err) { tell(waMessage, err.message, "error"); });
+    });
+    document.getElementById("whatsapp-unlink").addEventListener("click", function () {
+      if (!window.confirm("Unlink WhatsApp from this device?")) return;
+      send("/api/admin/settings/whatsapp-link", "DELETE").then(reload)
+        .catch(function (err) { tell(waMessage, err.message, "error"); });
+    });
+    waForm.addEventListener("submit", function (event) {
+      event.preventDefault();
+      var groups = {};
+      Array.prototype.forEach.call(waForm.querySelectorAll("select[data-group]"), function (el) {
+        groups[el.getAttribute("data-group")] = el.value;
+      });
+      send("/api/admin/settings/whatsapp", "POST", {
+        ownerIds: document.getElementById("whatsapp-owners").value
+          .split(",").map(function (n) { return n.trim(); }).filter(function (n) { return n; }),
+        strangers: document.getElementById("whatsapp-strangers").value,
+        groups: groups,
+      })
+        .then(function () { tell(waMessage, "Saved.", "ok"); window.setTimeout(reload, 800); })
+        .catch(function (err) { tell(waMessage, err.message, "error"); });
+    });
+    // While a link is on its way, follow it: a new code replaces the old; another state reloads.
+    var shown = waState.getAttribute("data-state");
+    var linking = !document.getElementById("whatsapp-unlink").hidden && shown !== "connected";
+    if (linking) {
+      window.setInterval(function () {
+        send("/api/admin/settings/whatsapp", "GET").then(function (wa) {
+          if (wa.state !== shown) reload();
+          else if (wa.qrSvg) document.getElementById("whatsapp-qr").innerHTML = wa.qrSvg;
+        }).catch(function () {});
+      }, 3000);
+    }
+  }
+
   var signOut = document.getElementById("sign-out-others");
   var signOutMessage = document.getElementById("sign-out-message");
   signOut.addEventListener("click", function () {
