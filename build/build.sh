@@ -83,18 +83,46 @@ info = {
 target.write_text(json.dumps(info, sort_keys=True) + "\n")
 PY
 
-# 3. Freeze.
-say "op=freeze mode=$mode python=$("$venv/bin/python" -c 'import sys; print(sys.version.split()[0])')"
-started=$(date +%s)
-MAXY_BUILD_MODE=$mode MAXY_BUILD_INFO=$out/_build_info.json MAXY_BUILD_OUT=$out \
-  "$venv/bin/pyinstaller" --noconfirm --log-level WARN \
-  --distpath "$dist" --workpath "$out/work-$mode" "$root/build/maxy.spec"
+# 3. Freeze, unless this very input was frozen before: the output is kept under a key of every
+#    file it is made of (the sources, the schema, the spec, this script), the build venv's key,
+#    the mode and the build metadata (so the same commit, not merely the same code, reuses it).
+#    CI's second run of one commit, and a test session after `just build`, then copy instead of
+#    freezing again (PyInstaller under qemu-user takes about ten minutes for arm64).
 if [ "$mode" = onefile ]; then
   artefact=$dist/maxy
-  bytes=$(stat -c %s "$artefact" 2>/dev/null || echo 0)
+  made=("$dist/maxy")
 else
   artefact=$dist/maxy-onedir/maxy
+  made=("$dist/maxy-onedir")
+fi
+key=$( {
+  echo "$want $mode"
+  cat "$out/_build_info.json"
+  cd "$root" && find appliance schema build/maxy.spec build/entry build/build.sh -type f \
+    ! -name '*.pyc' ! -path '*/__pycache__/*' -print0 | LC_ALL=C sort -z | xargs -0 sha256sum
+} | sha256sum | cut -c1-16)
+kept=$cache/dist-$mode-$key
+started=$(date +%s)
+if [ -f "$kept/.complete" ]; then
+  rm -rf "${made[@]}" && mkdir -p "$dist"
+  cp -r "$kept/$(basename "${made[0]}")" "$dist/"
+  say "op=reused key=$key path=$artefact"
+else
+  say "op=freeze mode=$mode key=$key python=$("$venv/bin/python" -c 'import sys; print(sys.version.split()[0])')"
+  MAXY_BUILD_MODE=$mode MAXY_BUILD_INFO=$out/_build_info.json MAXY_BUILD_OUT=$out \
+    "$venv/bin/pyinstaller" --noconfirm --log-level WARN \
+    --distpath "$dist" --workpath "$out/work-$mode" "$root/build/maxy.spec"
+  [ -x "$artefact" ] || die "PyInstaller finished without $artefact"
+  rm -rf "$kept.partial" && mkdir -p "$kept.partial"
+  cp -r "${made[0]}" "$kept.partial/" && touch "$kept.partial/.complete"
+  rm -rf "$kept" && mv "$kept.partial" "$kept"
+  # The three newest outputs of each mode are kept; older ones go.
+  { ls -1dt "$cache"/dist-"$mode"-* 2>/dev/null | grep -v '\.partial$' | tail -n +4 | xargs -r rm -rf; } || true
+fi
+[ -x "$artefact" ] || die "no $artefact after the build"
+if [ "$mode" = onefile ]; then
+  bytes=$(stat -c %s "$artefact" 2>/dev/null || echo 0)
+else
   bytes=$(du -sb "$dist/maxy-onedir" 2>/dev/null | cut -f1 || echo 0)
 fi
-[ -x "$artefact" ] || die "PyInstaller finished without $artefact"
 say "op=built path=$artefact bytes=$bytes seconds=$(( $(date +%s) - started ))"
