@@ -40,6 +40,11 @@ Expander = Callable[[str], Awaitable[list[str]]]
 MAX_SUBSCRIPTIONS = 5
 MAX_PARAPHRASES = 3
 EXPANSION_TTL = 3600.0
+# Searches that run at once; the rest wait their turn. Each one holds up to two pooled Neo4j
+# connections (its two legs side by side) of the engine's sixteen, so four leave half the pool to
+# writes; past that, more concurrency only shares the same cores and the model's one context, and
+# a burst of visitors used to drain the pool and fail (the acquisition timeout) instead of queueing.
+SEARCHES_AT_ONCE = 4
 
 
 @dataclass(frozen=True)
@@ -174,6 +179,7 @@ class Searcher:
         self.expander = expander
         self._indexes: dict[str, str] | None = None  # label -> vector index name
         self._paraphrases: dict[str, tuple[float, list[str]]] = {}
+        self._slots = asyncio.Semaphore(SEARCHES_AT_ONCE)
 
     async def paraphrases(self, query: str) -> list[str]:
         """Up to three paraphrases of ``query``, cached for an hour; none if the expander fails."""
@@ -338,8 +344,13 @@ class Searcher:
             return None
 
     async def search(self, caller: Caller, request: SearchRequest) -> SearchResult:
-        """Run every stage and return the ranked, guarded, expanded results."""
+        """Run every stage and return the ranked, guarded, expanded results (at most
+        SEARCHES_AT_ONCE at a time; the time waiting for a turn counts in ``ms``)."""
         started = time.monotonic()
+        async with self._slots:
+            return await self._search(caller, request, started)
+
+    async def _search(self, caller: Caller, request: SearchRequest, started: float) -> SearchResult:
         want = max(request.limit * 3, request.limit + 10)
         labels, weights = request.labels, (request.vector_weight, request.keyword_weight)
         route = ROUTES.get(request.retrieval_class or "") if request.routing else None

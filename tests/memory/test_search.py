@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 
+from appliance.memory import search as search_module
 from appliance.memory.ingest import Ingester, IngestRequest
 from appliance.memory.search import SearchRequest, by_document
 from appliance.memory.write import Edge, WriteRequest
@@ -49,6 +52,31 @@ async def test_rrf_mode_and_label_filter(memory: Memory) -> None:
     await seed(memory)
     names = await search(memory, "birthday", mode="rrf", labels=["Task", "Note"])
     assert "Sister's birthday" not in names
+
+
+async def test_a_burst_of_searches_queues_for_a_turn_and_every_one_is_answered(
+    memory: Memory,
+) -> None:
+    """Forty searches at once: never more than SEARCHES_AT_ONCE inside, none fails for want of
+    a pooled connection, and each gets the answer it would get alone."""
+    await seed(memory)
+    inside = peak = 0
+    run = memory.searcher._search
+
+    async def counted(*args: object) -> object:
+        nonlocal inside, peak
+        inside += 1
+        peak = max(peak, inside)
+        try:
+            return await run(*args)  # type: ignore[arg-type]
+        finally:
+            inside -= 1
+
+    memory.searcher._search = counted  # type: ignore[method-assign]
+    alone = await search(memory, "when is Anna's birthday?")
+    answers = await asyncio.gather(*(search(memory, "when is Anna's birthday?") for _ in range(40)))
+    assert all(names == alone for names in answers)
+    assert peak == search_module.SEARCHES_AT_ONCE
 
 
 async def test_hidden_properties_are_never_returned(memory: Memory) -> None:
