@@ -92,8 +92,8 @@ def _bolt_uri(raw: str) -> str:
 
 def _search_mode(raw: str) -> str:
     mode = raw.strip().lower()
-    if mode not in {"weighted", "rrf"}:
-        raise ValueError("weighted or rrf")
+    if mode not in {"weighted", "rrf", "convex"}:
+        raise ValueError("weighted, rrf or convex")
     return mode
 
 
@@ -288,12 +288,20 @@ SETTINGS: tuple[Setting, ...] = (
     Setting(
         "search_mode",
         "weighted",
-        "Fusion of vector and keyword scores: weighted or rrf.",
+        "Fusion of vector and keyword scores: weighted, rrf or convex (see memory/fusion.py).",
         _search_mode,
     ),
-    Setting("search_vector_weight", 0.7, "Weight of the vector score in weighted fusion.", _weight),
     Setting(
-        "search_keyword_weight", 0.3, "Weight of the keyword score in weighted fusion.", _weight
+        "search_vector_weight",
+        0.7,
+        "Weight of the vector score in weighted and convex fusion.",
+        _weight,
+    ),
+    Setting(
+        "search_keyword_weight",
+        0.3,
+        "Weight of the keyword score in weighted and convex fusion.",
+        _weight,
     ),
     Setting("search_rrf_k", 60, "The k of reciprocal rank fusion.", _positive_int),
     Setting("search_boosts", False, "Apply the compiledTruth and backlink boosts.", _bool),

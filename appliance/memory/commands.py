@@ -232,7 +232,7 @@ def add_parsers(sub: Any) -> None:
     find = memory_sub.add_parser("search", help="hybrid search, as the admin agent sees it")
     find.add_argument("query")
     find.add_argument("--limit", type=int, default=10)
-    find.add_argument("--mode", choices=["weighted", "rrf"])
+    find.add_argument("--mode", choices=["weighted", "rrf", "convex"])
     find.add_argument("--labels", help="comma-separated labels")
     find.add_argument("--explain", action="store_true", help="print each result's score trace")
     find.add_argument("--json", action="store_true")

@@ -10,6 +10,11 @@ place. Formulas, with ``v`` the vector (cosine) score and ``k`` the normalised k
 * Reciprocal rank fusion: ``fused = sum over paths p containing the candidate of
   1 / (rrf_k + rank_p)``, ``rank_p`` starting at 1 in order of descending path score
   (vector path: ``vector``; keyword path: ``keyword_raw``), ties broken by ``node_id``.
+* Convex combination: each path's scores min-max normalised over that path's own hits
+  (``(s - min) / (max - min)``; a lone hit, or a path whose hits all score alike, gets 1.0),
+  then ``fused = a * v' + (1 - a) * k'`` with ``a = vw / (vw + kw)``; a candidate missing from
+  a path counts 0 there. Unlike the weighted sum, neither leg's scale (cosine in a narrow band,
+  BM25 unbounded) decides the mix: only the ranks' spread within each leg does.
 * Boosts: ``score = fused * product of multipliers``, where a non-empty ``compiledTruth``
   property gives ``1 + compiled_truth`` (default 1.15) and ``backlinks = n >= 1`` gives
   ``1 + clamp(0.05 + 0.05 * log10(n), 0.05, 0.25)``. Without boosts ``score = fused``.
@@ -27,7 +32,7 @@ from typing import Literal
 from appliance.memory.hits import Candidate
 from appliance.rpc.protocol import BadParams
 
-Mode = Literal["weighted", "rrf"]
+Mode = Literal["weighted", "rrf", "convex"]
 
 BACKLINK_BASE = 0.05
 BACKLINK_PER_DECADE = 0.05
@@ -97,6 +102,36 @@ def reciprocal_rank_fusion(cands: list[Candidate], k: int = 60) -> list[Candidat
     ]
     for cand in cands:
         cand.fused = sum(1.0 / (k + ranks[id(cand)]) for ranks in paths if id(cand) in ranks)
+    return cands
+
+
+def _min_max(
+    cands: list[Candidate], score_of: Callable[[Candidate], float | None]
+) -> dict[int, float]:
+    """Each on-path candidate's score (by ``id``) min-max normalised over the path's hits."""
+    on_path = [(s, c) for c in cands if (s := score_of(c)) is not None]
+    if not on_path:
+        return {}
+    low, high = min(s for s, _ in on_path), max(s for s, _ in on_path)
+    span = high - low
+    return {id(c): (s - low) / span if span > 0 else 1.0 for s, c in on_path}
+
+
+def convex_combination(
+    cands: list[Candidate], vector_weight: float = 0.5, keyword_weight: float = 0.5
+) -> list[Candidate]:
+    """Set ``fused = a * v' + (1 - a) * k'`` over min-max normalised paths (see the module)."""
+    if not (vector_weight >= 0.0 and keyword_weight >= 0.0):
+        raise BadParams(f"weights must be non-negative, got {vector_weight}, {keyword_weight}")
+    if vector_weight == 0.0 and keyword_weight == 0.0:
+        raise BadParams("vector_weight and keyword_weight cannot both be zero")
+    share = vector_weight / (vector_weight + keyword_weight)
+    vectors = _min_max(cands, lambda c: c.vector)
+    keywords = _min_max(cands, lambda c: c.keyword_raw)
+    for cand in cands:
+        cand.fused = share * vectors.get(id(cand), 0.0) + (1.0 - share) * keywords.get(
+            id(cand), 0.0
+        )
     return cands
 
 
@@ -207,6 +242,8 @@ def rank(
         weighted_sum(cands, vector_weight, keyword_weight)
     elif mode == "rrf":
         reciprocal_rank_fusion(cands, rrf_k)
+    elif mode == "convex":
+        convex_combination(cands, vector_weight, keyword_weight)
     else:
         raise BadParams(f"unknown fusion mode {mode!r}")
     if boosts:

@@ -163,7 +163,7 @@ class SearchRequest(Called):
     limit: int | None = Field(
         default=None, json_schema_extra={"minimum": 1, "maximum": 100, "default": 10}
     )
-    mode: Literal["weighted", "rrf"] | None = None
+    mode: Literal["weighted", "rrf", "convex"] | None = None
     vector_weight: float | None = None
     keyword_weight: float | None = None
     rrf_k: int | None = None

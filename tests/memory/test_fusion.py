@@ -13,6 +13,7 @@ from appliance.memory.fusion import (
     RankResult,
     apply_boosts,
     backlink_boost,
+    convex_combination,
     dedup,
     normalise_keyword,
     rank,
@@ -20,6 +21,7 @@ from appliance.memory.fusion import (
     weighted_sum,
 )
 from appliance.memory.hits import Candidate
+from appliance.rpc.protocol import BadParams
 
 PROPERTY = settings(database=None, deadline=None, max_examples=200)
 
@@ -188,6 +190,42 @@ def test_rrf_path_ties_are_broken_by_node_id_not_input_order() -> None:
 def test_rrf_candidate_on_no_path_gets_zero() -> None:
     [x] = reciprocal_rank_fusion([cand("x")])
     assert x.fused == 0.0
+
+
+def test_convex_even_mix_hand_computed() -> None:
+    # vector hits 0.9, 0.6, 0.8, 0.5: min 0.5, span 0.4 -> a 1.0, b 0.25, c 0.75, e 0.0.
+    # keyword hits 4, 8, 6, 2: min 2, span 6 -> a 1/3, b 1.0, d 2/3, e 0.0.
+    out = by_id(convex_combination(five()))
+    assert out["a"].fused == pytest.approx(0.5 * 1.0 + 0.5 / 3)
+    assert out["b"].fused == pytest.approx(0.5 * 0.25 + 0.5 * 1.0)
+    assert out["c"].fused == pytest.approx(0.5 * 0.75)
+    assert out["d"].fused == pytest.approx(0.5 * 2 / 3)
+    assert out["e"].fused == pytest.approx(0.0)
+
+
+def test_convex_weights_are_a_share_and_a_lone_hit_is_one() -> None:
+    # 0.7 / 0.3 and 7 / 3 are the same mix; one keyword hit normalises to 1.0.
+    one = by_id(convex_combination([cand("a", 0.9, None), cand("b", 0.1, 5.0)], 0.7, 0.3))
+    two = by_id(convex_combination([cand("a", 0.9, None), cand("b", 0.1, 5.0)], 7.0, 3.0))
+    assert one["a"].fused == pytest.approx(0.7) == two["a"].fused
+    assert one["b"].fused == pytest.approx(0.3) == two["b"].fused
+
+
+def test_convex_does_not_depend_on_either_legs_scale() -> None:
+    base = by_id(convex_combination(five()))
+    scaled = [cand(c.node_id, c.vector, c.keyword_raw) for c in five()]
+    for c in scaled:
+        c.vector = None if c.vector is None else 3 * c.vector - 1
+        c.keyword_raw = None if c.keyword_raw is None else 40 * c.keyword_raw
+    assert by_id(convex_combination(scaled)).keys() == base.keys()
+    for node_id, c in by_id(convex_combination(scaled)).items():
+        assert c.fused == pytest.approx(base[node_id].fused)
+
+
+@pytest.mark.parametrize(("vw", "kw"), [(-0.1, 0.5), (0.0, 0.0), (float("nan"), 1.0)])
+def test_convex_rejects_bad_weights(vw: float, kw: float) -> None:
+    with pytest.raises(BadParams):
+        convex_combination(five(), vw, kw)
 
 
 def test_rrf_rejects_negative_k() -> None:
