@@ -6,9 +6,10 @@ import asyncio
 
 import pytest
 
+from appliance.core.identity import Caller
 from appliance.memory import search as search_module
 from appliance.memory.ingest import Ingester, IngestRequest
-from appliance.memory.search import SearchRequest, by_document
+from appliance.memory.search import SearchRequest, SearchResult, by_document
 from appliance.memory.write import Edge, WriteRequest
 from tests.memory.conftest import Memory
 
@@ -63,12 +64,12 @@ async def test_a_burst_of_searches_queues_for_a_turn_and_every_one_is_answered(
     inside = peak = 0
     run = memory.searcher._search
 
-    async def counted(*args: object) -> object:
+    async def counted(caller: Caller, request: SearchRequest, started: float) -> SearchResult:
         nonlocal inside, peak
         inside += 1
         peak = max(peak, inside)
         try:
-            return await run(*args)  # type: ignore[arg-type]
+            return await run(caller, request, started)
         finally:
             inside -= 1
 
