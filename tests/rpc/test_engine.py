@@ -19,7 +19,11 @@ def test_every_method_is_declared_once() -> None:
     ("method", "params", "needle"),
     [
         (api.SEARCH, {}, "query: Field required"),
-        (api.SEARCH, {"query": "x", "mode": "best"}, "mode: Input should be 'weighted', 'rrf' or 'convex'"),
+        (
+            api.SEARCH,
+            {"query": "x", "mode": "best"},
+            "mode: Input should be 'weighted', 'rrf' or 'convex'",
+        ),
         (api.EMBED, {"texts": "not a list"}, "texts"),
         (api.EMBED, {"texts": ["x"] * 257}, "at most 256"),
         (api.AUDIT_RECORD, {"tool": "t", "startedAt": "yesterday"}, "startedAt"),
