@@ -20,6 +20,7 @@ Contract:
   section: title path + summary of its text; chunk: its text) and ``contentHash`` is the hash of
   that text. A node is embedded again only when that hash or the embedding model changed, so an
   edit re-embeds the chunks it touches and a section or document only when its summary moved.
+  Nodes that share a text (a one-section document and its section) are embedded from one vector.
 - Ids are derived from the document id and the content (a chunk's text, a section's heading
   path), so an unchanged chunk keeps its node, edges and embedding even when text around it moves.
 - A chunk carries its section's ``path`` (the document title, then the headings down to its
@@ -394,7 +395,9 @@ class Ingester:
             node.keep = self._current(stored.get(node.id), node)
             if not node.keep:
                 changed.append(node)
-        texts = [n.text for n in changed]
+        # A text several nodes share is embedded once: a one-section document's node and its
+        # section are both its title and opening summary.
+        texts = list(dict.fromkeys(n.text for n in changed))
         vectors: list[list[float] | EngineError] = []
         if progress is not None:
             await progress("embedding", 0, len(texts))
@@ -409,12 +412,14 @@ class Ingester:
                 await progress("embedding", len(vectors), len(texts))
             if broken is not None:
                 break
+        by_text = dict(zip(texts, vectors, strict=True))
         errors = [v for v in vectors if isinstance(v, EngineError)]
-        for node, vector in zip(changed, vectors, strict=True):
+        for node in changed:
+            vector = by_text[node.text]
             node.embedding = None if isinstance(vector, EngineError) else vector
         error = f"{type(errors[0]).__name__}: {errors[0]}" if errors else None
-        embedded = len(changed) - len(errors)
-        return embedded, len(nodes.nodes) - len(changed), len(errors), error
+        embedded = sum(1 for node in changed if node.embedding is not None)
+        return embedded, len(nodes.nodes) - len(changed), len(changed) - embedded, error
 
     async def _write_document(self, run: Runs, node: _Node, params: dict[str, Any]) -> None:
         rows, _ = await run.run(

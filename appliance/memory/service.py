@@ -45,6 +45,7 @@ from appliance.memory import (
     versions,
 )
 from appliance.memory import reindex as reindexing
+from appliance.memory.bulk import BulkEmbeds
 from appliance.memory.contacts import Contacts
 from appliance.memory.embedder import Embedder
 from appliance.memory.errors import (
@@ -149,6 +150,7 @@ class Engine:
         # so a single embed (a query, a write) never queues behind a bulk list.
         self._embed_thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="embed")
         self._bulk_thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="embed-bulk")
+        self.bulk_embeds = BulkEmbeds(embedder.embed_many, self._bulk_thread)
         self.schema_state = "pending"
         self.schema_error: str | None = None
         self.schema_settled = asyncio.Event()
@@ -240,11 +242,9 @@ class Engine:
         return [float(x) for x in vector]
 
     async def embed_bulk(self, texts: Sequence[str]) -> list[list[float]]:
-        """Embed many texts (an ingest, a reindex) packed together, on the bulk thread: a query's
-        single embed never waits behind them."""
-        loop = asyncio.get_running_loop()
-        vectors = await loop.run_in_executor(self._bulk_thread, self.embedder.embed_many, texts)
-        return [[float(x) for x in vector] for vector in vectors]
+        """Embed many texts (an ingest, a reindex) on the bulk thread, together with those of
+        other bulk callers (memory/bulk.py): a query's single embed never waits behind them."""
+        return [vector.tolist() for vector in await self.bulk_embeds(texts)]
 
     def caller(self, request: Called) -> Caller:
         """The request's caller; it must belong to this engine's account."""
@@ -316,9 +316,7 @@ class Engine:
 
     async def embed(self, call: api.EmbedRequest) -> api.EmbedResponse:
         """Embed a list of texts; vectors come back as packed float32 bytes."""
-        loop = asyncio.get_running_loop()
-        texts = list(call.texts)
-        vectors = await loop.run_in_executor(self._bulk_thread, self.embedder.embed_many, texts)
+        vectors = await self.bulk_embeds(list(call.texts))
         packed = np.stack(vectors).astype("<f4").tobytes() if vectors else b""
         return api.EmbedResponse(
             model=self.embedder.model_name, dimension=self.embedder.dimension, vectors=packed

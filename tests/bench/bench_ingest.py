@@ -33,6 +33,7 @@ REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))  # `tests` as a package; this tree's Maxy
 
 from appliance.core.identity import Caller  # noqa: E402
+from appliance.memory.bulk import BulkEmbeds  # noqa: E402
 from appliance.memory.embedder import Embedder  # noqa: E402
 from appliance.memory.graph import Graph  # noqa: E402
 from appliance.memory.ingest import Ingester  # noqa: E402
@@ -75,13 +76,13 @@ def model_flops(token_counts: Sequence[int], layers: int, hidden: int, ffn: int)
 
 
 def bulk(embedder: Embedder, pool: ThreadPoolExecutor, record: list[str]) -> EmbedTexts:
-    """The engine's bulk path: embed_many on its own thread (MemoryService.embed_bulk)."""
+    """The engine's bulk path (MemoryService.embed_bulk): the texts of concurrent ingests
+    embedded together by embed_many on its own thread (memory/bulk.py)."""
+    together = BulkEmbeds(embedder.embed_many, pool)
 
     async def embed_texts(texts: Sequence[str]) -> list[list[float]]:
         record.extend(texts)
-        loop = asyncio.get_running_loop()
-        vectors = await loop.run_in_executor(pool, embedder.embed_many, list(texts))
-        return [[float(x) for x in v] for v in vectors]
+        return [vector.tolist() for vector in await together(texts)]
 
     return embed_texts
 
@@ -176,20 +177,24 @@ async def measure(gguf: Path, corpus: list[dict[str, str]], settings: Any) -> di
 
 
 def report(m: dict[str, Any], load: tuple[float, float]) -> dict[str, Any]:
+    # Every rate counts the texts embedded (the nodes that share a text share its vector), so
+    # the ingest paths are compared with PyTorch and the bound on the same work.
     nodes = m["nodes_embedded"]
     rate = {
-        "ingest": m["packed"]["nodes"] / m["packed"]["seconds"],
-        "old": m["old"]["nodes"] / m["old"]["seconds"],
+        "ingest": nodes / m["packed"]["seconds"],
+        "old": nodes / m["old"]["seconds"],
         "embed_only": nodes / m["embed_only_s"],
         "pytorch": nodes / m["torch_s"],
         "bound": nodes / m["bound_s"],
     }
     docs_s = m["packed"]["docs"] / m["packed"]["seconds"]
     print(
-        f"\nIngest benchmark: {m['packed']['docs']} documents, {nodes} nodes, {m['tokens']} "
-        f"tokens, {multiprocessing.cpu_count()} CPUs, load average {load[0]:.2f} -> {load[1]:.2f}"
+        f"\nIngest benchmark: {m['packed']['docs']} documents, {m['packed']['nodes']} nodes "
+        f"({m['packed']['nodes'] / m['packed']['seconds']:.1f} nodes/s), {nodes} texts, "
+        f"{m['tokens']} tokens, {multiprocessing.cpu_count()} CPUs, "
+        f"load average {load[0]:.2f} -> {load[1]:.2f}"
     )
-    header = f"{'path':<46} {'nodes/s':>9} {'seconds':>9}"
+    header = f"{'path':<46} {'texts/s':>9} {'seconds':>9}"
     print(header)
     print("-" * len(header))
     rows = [
@@ -212,25 +217,27 @@ def report(m: dict[str, Any], load: tuple[float, float]) -> dict[str, Any]:
         f"ingest / old {rate['ingest'] / rate['old']:.2f}x"
     )
     print(
-        f"ingest / PyTorch nodes/s:    {vs_torch:.3f}  target >= {PYTORCH_TARGET}  "
+        f"ingest / PyTorch texts/s:    {vs_torch:.3f}  target >= {PYTORCH_TARGET}  "
         f"{'met' if vs_torch >= PYTORCH_TARGET else 'not met'}"
     )
     print(
-        f"ingest / FLOP bound nodes/s: {vs_bound:.3f}  target >= {BOUND_TARGET}  "
+        f"ingest / FLOP bound texts/s: {vs_bound:.3f}  target >= {BOUND_TARGET}  "
         f"{'met' if vs_bound >= BOUND_TARGET else 'not met'}"
     )
     return {
         "bench": "ingest",
         "docs": m["packed"]["docs"],
-        "nodes": nodes,
+        "nodes": m["packed"]["nodes"],
+        "texts": nodes,
+        "nodes_written_per_s": round(m["packed"]["nodes"] / m["packed"]["seconds"], 1),
         "tokens": m["tokens"],
         "docs_per_s": round(docs_s, 2),
-        "nodes_per_s": round(rate["ingest"], 1),
+        "texts_per_s": round(rate["ingest"], 1),
         "tokens_per_s": round(m["tokens"] / m["packed"]["seconds"], 0),
-        "old_nodes_per_s": round(rate["old"], 1),
-        "embed_only_nodes_per_s": round(rate["embed_only"], 1),
-        "pytorch_nodes_per_s": round(rate["pytorch"], 1),
-        "bound_nodes_per_s": round(rate["bound"], 1),
+        "old_texts_per_s": round(rate["old"], 1),
+        "embed_only_texts_per_s": round(rate["embed_only"], 1),
+        "pytorch_texts_per_s": round(rate["pytorch"], 1),
+        "bound_texts_per_s": round(rate["bound"], 1),
         "gemm_gflops": round(m["gemm_gflops"], 1),
         "model_gflop": round(m["model_gflop"], 1),
         "vs_pytorch": round(vs_torch, 3),

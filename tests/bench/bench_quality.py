@@ -44,6 +44,7 @@ import time
 import uuid
 from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -52,6 +53,7 @@ from typing import Any
 from appliance.core.config import Settings, load_settings
 from appliance.core.identity import Caller
 from appliance.graphdb.instance import Neo4jInstance, running
+from appliance.memory.bulk import BulkEmbeds
 from appliance.memory.embedder import Embedder
 from appliance.memory.errors import ModelMissing, WriteRejected
 from appliance.memory.graph import Graph
@@ -64,17 +66,19 @@ REPO = Path(__file__).resolve().parents[2]
 DEFAULT_DIR = REPO.parent / "shared" / "ir" / "cranfield"
 LIMIT = 100
 NDCG_AT = 10
+INGESTS_AT_ONCE = 16  # documents in flight during the ingest
+WEIGHTED = {"mode": "weighted", "vector_weight": 0.7, "keyword_weight": 0.3}
 # name -> the SearchRequest fields that make the configuration; everything else is default.
 CONFIGS: dict[str, dict[str, Any]] = {
     "keyword": {"vector_weight": 0.0, "keyword_weight": 1.0},
     "vector": {"vector_weight": 1.0, "keyword_weight": 0.0},
-    "weighted": {},
+    "weighted": WEIGHTED,
     "rrf": {"mode": "rrf"},
-    # The optional stages that need no outside service, on top of the default (weighted).
+    # The optional stages that need no outside service, on top of weighted and RRF.
     # Routing is not measured: without a classifier every query is "general", which is the
-    # default's label set and weights. Expansion needs the paraphraser of the agents work.
-    "weighted+boosts": {"boosts": True},
-    "weighted+dedup": {"dedup": True},
+    # default's label set. Expansion needs the paraphraser of the agents work.
+    "weighted+boosts": {**WEIGHTED, "boosts": True},
+    "weighted+dedup": {**WEIGHTED, "dedup": True},
     "rrf+boosts": {"mode": "rrf", "boosts": True},
     # Each leg min-max normalised over its own hits, then mixed (memory/fusion.py); the share of
     # the vector leg is a, the rest keyword. "convex" is the parameter-free even mix.
@@ -277,29 +281,38 @@ def recall(ranking: Sequence[str], relevant: set[str], k: int = LIMIT) -> float:
 async def ingest(
     ingester: Ingester, caller: Caller, corpus: list[dict[str, str]]
 ) -> tuple[int, list[str], int]:
-    """Ingest every document; return how many went in, the ids refused, and nodes written."""
+    """Ingest every document, INGESTS_AT_ONCE at a time as an importer does (their texts are
+    embedded together, memory/bulk.py); return how many went in, the ids refused, and nodes."""
     done, nodes, refused = 0, 0, []
-    for i, doc in enumerate(corpus, 1):
+    turns = asyncio.Semaphore(INGESTS_AT_ONCE)
+
+    async def one(doc: dict[str, str]) -> None:
+        nonlocal done, nodes
         doc_id = str(doc["_id"])
         # A document needs a title: one without gets its id (the text is what it is found by).
         title = str(doc.get("title") or "").strip() or doc_id
         if not str(doc.get("title") or "").strip() and not str(doc.get("text") or "").strip():
             refused.append(doc_id)  # nothing to find it by: memory-ingest refuses it too
-            continue
-        try:
-            out = await ingester.ingest(
-                caller,
-                IngestRequest(title=title, text=str(doc.get("text") or ""), attachment_id=doc_id),
-            )
-        except WriteRejected as err:  # e.g. an empty document: reported, not fatal
-            refused.append(doc_id)
-            print(f"  refused doc {doc_id}: {err}", file=sys.stderr)
-            continue
+            return
+        async with turns:
+            try:
+                out = await ingester.ingest(
+                    caller,
+                    IngestRequest(
+                        title=title, text=str(doc.get("text") or ""), attachment_id=doc_id
+                    ),
+                )
+            except WriteRejected as err:  # e.g. an empty document: reported, not fatal
+                refused.append(doc_id)
+                print(f"  refused doc {doc_id}: {err}", file=sys.stderr)
+                return
         done += 1
         nodes += 1 + int(out["sections"]) + int(out["chunks"])
-        if i % 200 == 0:
-            print(f"  ingested {i}/{len(corpus)}", file=sys.stderr)
-    return done, refused, nodes
+        if done % 500 == 0:
+            print(f"  ingested {done}/{len(corpus)}", file=sys.stderr)
+
+    await asyncio.gather(*(one(doc) for doc in corpus))
+    return done, sorted(refused, key=lambda d: (len(d), d)), nodes
 
 
 async def evaluate(
@@ -384,6 +397,9 @@ async def run(
             threads=settings.embed_threads,
         )
     )
+    # The bulk embeds of concurrent ingests, on their own thread, as the engine runs them.
+    bulk_thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="embed-bulk")
+    bulk = None if embedder is None else BulkEmbeds(embedder.embed_many, bulk_thread)
     graph = Graph(
         settings.neo4j_address(),
         settings.neo4j_user,
@@ -396,10 +412,10 @@ async def run(
             return [float(x) for x in embedder.embed(text)]
 
         async def embed_texts(texts: Sequence[str]) -> list[list[float]]:
-            if embedder is None:
+            if bulk is None:
                 await _no_model("")
-            assert embedder is not None
-            return [[float(x) for x in vector] for vector in embedder.embed_many(texts)]
+            assert bulk is not None
+            return [vector.tolist() for vector in await bulk(texts)]
 
         if embedder is None:
             embed = _no_model
@@ -441,6 +457,7 @@ async def run(
             figures["convex 2-fold"] = two_fold(per_query, CONVEX_GRID)
     finally:
         await graph.close()
+        bulk_thread.shutdown(wait=True)
         if embedder is not None:
             embedder.close()
     return {

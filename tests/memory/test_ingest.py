@@ -355,6 +355,17 @@ async def test_a_documents_changed_nodes_are_embedded_in_one_call(memory: Memory
     assert edited["reused"] > 0  # the untouched sections and chunks are not embedded again
 
 
+async def test_nodes_that_share_a_text_share_one_vector(memory: Memory) -> None:
+    note = "A one-paragraph note: the boiler is serviced every March by the same engineer."
+    done = await ingest(memory, text=note, attachment_id="att-note")
+    assert (done["sections"], done["chunks"]) == (1, 1)
+    # The document and its one section are both "title + summary": one text, embedded once.
+    assert done["embedded"] == 3 and len(memory.embeds) == 2
+    nodes = await hierarchy(memory, done["documentId"])
+    doc, section = of(nodes, "KnowledgeDocument")[0], of(nodes, "Section")[0]
+    assert doc["embedding"] == section["embedding"] != of(nodes, "Chunk")[0]["embedding"]
+
+
 async def test_a_text_that_fails_alone_costs_only_its_own_vector(memory: Memory) -> None:
     async def picky(text: str) -> list[float]:
         if "zanzibar" in text:
