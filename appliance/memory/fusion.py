@@ -222,6 +222,26 @@ class RankResult:
         return f"[graph-search:hybrid] {body}"
 
 
+def fuse(
+    cands: list[Candidate],
+    mode: Mode = "weighted",
+    vector_weight: float = 0.7,
+    keyword_weight: float = 0.3,
+    rrf_k: int = 60,
+) -> list[Candidate]:
+    """Normalise the keyword scores and set every candidate's ``fused`` by ``mode``."""
+    normalise_keyword(cands)
+    if mode == "weighted":
+        weighted_sum(cands, vector_weight, keyword_weight)
+    elif mode == "rrf":
+        reciprocal_rank_fusion(cands, rrf_k)
+    elif mode == "convex":
+        convex_combination(cands, vector_weight, keyword_weight)
+    else:
+        raise BadParams(f"unknown fusion mode {mode!r}")
+    return cands
+
+
 def rank(
     cands: list[Candidate],
     *,
@@ -237,15 +257,7 @@ def rank(
     """Normalise, fuse, boost, dedup (when asked), threshold, sort and slice the candidates."""
     if limit < 0:
         raise BadParams(f"limit must be non-negative, got {limit}")
-    normalise_keyword(cands)
-    if mode == "weighted":
-        weighted_sum(cands, vector_weight, keyword_weight)
-    elif mode == "rrf":
-        reciprocal_rank_fusion(cands, rrf_k)
-    elif mode == "convex":
-        convex_combination(cands, vector_weight, keyword_weight)
-    else:
-        raise BadParams(f"unknown fusion mode {mode!r}")
+    fuse(cands, mode, vector_weight, keyword_weight, rrf_k)
     if boosts:
         apply_boosts(cands)
     else:

@@ -2,8 +2,9 @@
 
 Stages: (1) the query vector against every discovered vector index in ONE statement (a UNION of
 ``SEARCH`` clauses, account filtered inside each index); (2) the Lucene-escaped query against
-the ``entity_search`` full-text index, its hits summed per ingested document (:func:`by_document`);
-(3) fusion, boosts, dedup, threshold and slice
+the ``entity_search`` full-text index; (3) one candidate per ingested document where the caller
+ranks documents (:func:`by_document`: its best node, vector score the best of its nodes', keyword
+score their sum), fusion, boosts, dedup, threshold and slice
 (:mod:`appliance.memory.fusion`); (4) one-hop graph expansion of each result. The guards of
 :mod:`appliance.memory.guards` apply on every path, related nodes included. Candidate pools are
 over-fetched and fetched again, larger, while guards leave a path short of the limit.
@@ -20,7 +21,7 @@ from typing import Any
 
 from appliance.core.identity import Caller
 from appliance.memory.errors import EmbedError, GraphQueryFailed
-from appliance.memory.fusion import Mode, RankResult, rank
+from appliance.memory.fusion import Mode, RankResult, fuse, rank
 from appliance.memory.graph import Graph
 from appliance.memory.guards import guard, guard_after_search, records_hidden
 from appliance.memory.hits import HIDDEN_PROPERTIES, Candidate, Related
@@ -134,25 +135,50 @@ class SearchResult:
     keyword_only: bool = False  # the model failed: keyword results only
 
 
-def by_document(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Keyword rows with one per ingested document: its best node, scored the sum of its nodes.
+def document_key(cand: Candidate) -> str:
+    """The ingested document a candidate belongs to, or the candidate itself."""
+    key = cand.props.get("documentId")  # on every section and chunk
+    if not key and "KnowledgeDocument" in cand.labels:
+        key = cand.node_id
+    return f"doc:{key}" if key else f"node:{cand.node_id}"
+
+
+def wants_documents(labels: Sequence[str] | None) -> bool:
+    """Whether a search over ``labels`` ranks documents (all labels, or documents among them)
+    rather than passages (only sections or chunks, each on its own)."""
+    return labels is None or "KnowledgeDocument" in labels
+
+
+def by_document(
+    cands: list[Candidate], fuse_nodes: Callable[[list[Candidate]], object]
+) -> list[Candidate]:
+    """One candidate per ingested document: its best node, scored on the whole document.
 
     A document, its sections and its chunks each match on part of the document's text (title
-    and summary, or a chunk's content); ranked apart they compete with each other and no node
-    is scored on the whole. The sum stands for the document's match, and the best node carries
-    it. Rows of nodes outside a document hierarchy are left as they are.
+    and summary, or a chunk's content); ranked apart they compete with each other, no node is
+    scored on the whole, and the two legs' evidence lands on different nodes. Here the document's
+    vector score is its best node's and its keyword score the sum over its nodes; the node that
+    carries them is the one the caller's own fusion ranks first among them (``fuse_nodes``), so
+    a query's words keep pointing at the passage that holds them. Candidates outside a document
+    hierarchy are left as they are.
     """
-    groups: dict[str, list[dict[str, Any]]] = {}
-    for row in rows:
-        key = (row.get("props") or {}).get("documentId")  # on every section and chunk
-        if not key and "KnowledgeDocument" in (row.get("labels") or []):
-            key = row["id"]
-        groups.setdefault(f"doc:{key}" if key else f"node:{row['id']}", []).append(row)
+    groups: dict[str, list[Candidate]] = {}
+    for cand in cands:
+        groups.setdefault(document_key(cand), []).append(cand)
+    if all(len(members) == 1 for members in groups.values()):
+        return cands
+    fuse_nodes(cands)
     out = []
     for members in groups.values():
-        best = max(members, key=lambda r: float(r["score"]))
-        out.append({**best, "score": sum(float(r["score"]) for r in members)})
-    out.sort(key=lambda r: -float(r["score"]))
+        best = min(members, key=lambda c: (-c.fused, c.node_id))
+        if len(members) > 1:
+            vectors = [c.vector for c in members if c.vector is not None]
+            keywords = [c.keyword_raw for c in members if c.keyword_raw is not None]
+            best.vector = max(vectors) if vectors else None
+            best.keyword_raw = sum(keywords) if keywords else None
+            best.exact_keyword = any(c.exact_keyword for c in members)
+            best.trace.append(f"document: best of its {len(members)} matching nodes")
+        out.append(best)
     return out
 
 
@@ -386,7 +412,7 @@ class Searcher:
             elif isinstance(keyword_rows, BaseException):
                 raise keyword_rows
             else:
-                paths.append((by_document(keyword_rows), "keyword"))
+                paths.append((keyword_rows, "keyword"))
         if request.subscriptions and not vector_only:
             subscribed = await self._subscriptions(
                 caller, request.subscriptions, want, request.boosts
@@ -415,8 +441,13 @@ class Searcher:
                 else:
                     cand.keyword_raw = max(cand.keyword_raw or 0.0, float(row["score"]))
 
+        pool = list(candidates.values())
+        if wants_documents(labels):
+            pool = by_document(
+                pool, lambda c: fuse(c, request.mode, weights[0], weights[1], request.rrf_k)
+            )
         ranked: RankResult = rank(
-            list(candidates.values()),
+            pool,
             mode=request.mode,
             vector_weight=weights[0],
             keyword_weight=weights[1],

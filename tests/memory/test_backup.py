@@ -137,7 +137,7 @@ async def test_backup_wipe_restore_gives_back_every_node_edge_embedding_and_file
     assert _files(device.settings) == files  # documents kept, agent templates, plugins
     # The restored graph is searchable again (vector and full-text indexes answer).
     found = await memory.searcher.search(
-        Caller(account_id=device.accounts[0]), SearchRequest("how hot to bake the bread")
+        Caller(account_id=device.accounts[0]), SearchRequest("how hot to bake the bread", ["Chunk"])
     )
     chunks = [hit for hit in found.results if "Chunk" in hit.labels]
     assert any("250 degrees" in str(hit.props.get("content")) for hit in chunks)

@@ -131,12 +131,19 @@ async def test_every_level_is_findable_through_search(memory: Memory) -> None:
     assert result.results[0].node_id == holder[0]["id"]
     assert result.results[0].props["content"].endswith(KEY)
     assert sum("zanzibar" in str(c.props) for c in result.results) == 1
-    # The vector path alone finds it too: chunks are embedded and in the chunk index.
+    # The vector path alone finds it too: chunks are embedded and in the chunk index, and a
+    # search for passages (chunks only) ranks the document's chunks each on its own.
     semantic = await memory.searcher.search(
         memory.caller,
-        SearchRequest("where is the spare key hidden", keyword_weight=0.0, vector_weight=1.0),
+        SearchRequest(
+            "where is the spare key hidden", ["Chunk"], keyword_weight=0.0, vector_weight=1.0
+        ),
     )
     assert holder[0]["id"] in [c.node_id for c in semantic.results[:3]]
+    assert len(semantic.results) == len(of(nodes, "Chunk"))
+    # A search over everything ranks documents: the whole hierarchy takes one place.
+    anything = await memory.searcher.search(memory.caller, SearchRequest("where is the spare key"))
+    assert len(anything.results) == 1 and "document: best of its" in anything.results[0].trace[-1]
 
     by_title = await memory.searcher.search(
         memory.caller, SearchRequest("garden handbook", labels=["KnowledgeDocument"])

@@ -8,8 +8,10 @@ import pytest
 
 from appliance.core.identity import Caller
 from appliance.memory import search as search_module
+from appliance.memory.fusion import fuse
+from appliance.memory.hits import Candidate
 from appliance.memory.ingest import Ingester, IngestRequest
-from appliance.memory.search import SearchRequest, SearchResult, by_document
+from appliance.memory.search import SearchRequest, SearchResult, by_document, wants_documents
 from appliance.memory.write import Edge, WriteRequest
 from tests.memory.conftest import Memory
 
@@ -260,14 +262,41 @@ async def test_a_failing_model_without_the_fulltext_index_is_an_error(memory: Me
         await apply_schema(memory.graph, 384)
 
 
-def test_keyword_rows_are_summed_per_document_and_other_nodes_kept() -> None:
-    rows = [
-        {"id": "c1", "labels": ["Chunk"], "props": {"documentId": "d1"}, "score": 2.0},
-        {"id": "n1", "labels": ["Note"], "props": {}, "score": 2.5},
-        {"id": "d1", "labels": ["KnowledgeDocument"], "props": {}, "score": 1.0},
-        {"id": "s1", "labels": ["Section"], "props": {"documentId": "d1"}, "score": 0.5},
+def _nodes() -> list[Candidate]:
+    return [
+        Candidate("c1", ["Chunk"], {"documentId": "d1"}, vector=0.5, keyword_raw=2.0),
+        Candidate("n1", ["Note"], {}, vector=0.6, keyword_raw=2.5),
+        Candidate("d1", ["KnowledgeDocument"], {}, vector=0.7, keyword_raw=1.0),
+        Candidate("s1", ["Section"], {"documentId": "d1"}, keyword_raw=0.5),
     ]
-    assert [(r["id"], r["score"]) for r in by_document(rows)] == [("c1", 3.5), ("n1", 2.5)]
+
+
+@pytest.mark.parametrize(
+    ("weights", "carrier"),
+    [((0.0, 1.0), "c1"), ((1.0, 0.0), "d1")],
+    ids=["keyword-fusion-picks-the-chunk", "vector-fusion-picks-the-document"],
+)
+def test_a_documents_nodes_become_one_candidate_scored_on_the_whole_document(
+    weights: tuple[float, float], carrier: str
+) -> None:
+    out = by_document(_nodes(), lambda c: fuse(c, "weighted", *weights))
+    # The document: its best vector score, its nodes' keyword scores summed, on the node the
+    # caller's fusion ranks first; the note, outside any document, is left as it was.
+    assert [(c.node_id, c.vector, c.keyword_raw) for c in out] == [
+        (carrier, 0.7, 3.5),
+        ("n1", 0.6, 2.5),
+    ]
+
+
+def test_candidates_of_distinct_documents_are_left_as_they_are() -> None:
+    alone = [c for c in _nodes() if c.node_id in ("c1", "n1")]
+    out = by_document(alone, lambda c: fuse(c, "weighted"))
+    assert out == alone and [c.keyword_raw for c in out] == [2.0, 2.5]
+
+
+def test_only_a_search_for_passages_keeps_a_documents_nodes_apart() -> None:
+    assert wants_documents(None) and wants_documents(["KnowledgeDocument", "Chunk"])
+    assert not wants_documents(["Chunk"]) and not wants_documents(["Section", "Chunk"])
 
 
 async def test_one_document_takes_one_keyword_place(memory: Memory) -> None:
