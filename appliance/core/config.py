@@ -287,19 +287,19 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("embed_threads", 0, "CPU threads for embedding (0: all cores).", _non_negative_int),
     Setting(
         "search_mode",
-        "weighted",
+        "convex",
         "Fusion of vector and keyword scores: weighted, rrf or convex (see memory/fusion.py).",
         _search_mode,
     ),
     Setting(
         "search_vector_weight",
-        0.7,
+        0.5,
         "Weight of the vector score in weighted and convex fusion.",
         _weight,
     ),
     Setting(
         "search_keyword_weight",
-        0.3,
+        0.5,
         "Weight of the keyword score in weighted and convex fusion.",
         _weight,
     ),

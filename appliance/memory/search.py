@@ -108,9 +108,10 @@ class SearchRequest:
     query: str
     labels: Sequence[str] | None = None
     limit: int = 10
-    mode: Mode = "weighted"
-    vector_weight: float = 0.7
-    keyword_weight: float = 0.3
+    # The settings' defaults (README, "Retrieval quality"): legs min-max normalised, even mix.
+    mode: Mode = "convex"
+    vector_weight: float = 0.5
+    keyword_weight: float = 0.5
     rrf_k: int = 60
     threshold: float = 0.0
     boosts: bool = False
