@@ -7,7 +7,7 @@ from itertools import islice, pairwise
 from zoneinfo import ZoneInfo
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from appliance.core.clock import in_zone
@@ -124,6 +124,9 @@ def test_a_daily_rule_is_once_a_day_at_its_wall_clock_time(
 ) -> None:
     tz = ZoneInfo(zone)
     start = in_zone(datetime(2026, 1, 1, hour, minute) + timedelta(days=days), tz)
+    # A start inside a clock change's gap is already moved on (02:00 becomes 03:00), and a rule
+    # can only repeat the time it is given: that start is a rule at the later time.
+    assume(start.astimezone(tz).time() == time(hour, minute))
     instants = list(islice(expand("FREQ=DAILY", start, tz), 40))
     assert all(a < b for a, b in pairwise(instants))
     day = start.date()
