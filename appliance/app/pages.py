@@ -338,7 +338,16 @@ def routes(ctx: AppContext) -> list[BaseRoute]:
         limit = int_param(request, "limit", DEFAULT_SEARCH, 1, MAX_SEARCH)
         internal = bool_param(request, "internal")
         found = await call_engine(
-            ctx, "search", {"query": query, "labels": types, "limit": limit, "expandHops": 0}
+            ctx,
+            "search",
+            # The Data page lists nodes: a document's sections and chunks have rows of their own.
+            {
+                "query": query,
+                "labels": types,
+                "limit": limit,
+                "expandHops": 0,
+                "perDocument": False,
+            },
         )
         results: list[dict[str, Any]] = []
         counts: dict[str, int] = {}

@@ -122,6 +122,7 @@ class SearchRequest:
     routing: bool = False
     expand_queries: bool = False
     dedup: bool = False  # the four dedup layers (nodeId, slug, canonicalName, contentHash)
+    per_document: bool | None = None  # one result per ingested document (None: wants_documents)
     subscriptions: Sequence[str] = ()  # a public agent's keyword subscriptions (at most 5)
 
 
@@ -443,7 +444,7 @@ class Searcher:
                     cand.keyword_raw = max(cand.keyword_raw or 0.0, float(row["score"]))
 
         pool = list(candidates.values())
-        if wants_documents(labels):
+        if wants_documents(labels) if request.per_document is None else request.per_document:
             pool = by_document(
                 pool, lambda c: fuse(c, request.mode, weights[0], weights[1], request.rrf_k)
             )

@@ -284,6 +284,7 @@ class Engine:
             routing=given(call.routing, s.search_routing),
             expand_queries=given(call.expand_queries, s.search_expansion),
             dedup=given(call.dedup, s.search_dedup),
+            per_document=call.per_document,
             subscriptions=caller.subscriptions,
         )
 

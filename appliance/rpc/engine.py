@@ -181,6 +181,11 @@ class SearchRequest(Called):
     routing: bool | None = None
     expand_queries: bool | None = None
     dedup: bool | None = None
+    per_document: bool | None = Field(
+        default=None,
+        description="One result per ingested document, on its best node (default: unless only "
+        "sections or chunks are asked for); false ranks every node on its own.",
+    )
     scopes: list[str] | None = scopes_field()
 
 

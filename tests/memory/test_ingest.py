@@ -144,6 +144,11 @@ async def test_every_level_is_findable_through_search(memory: Memory) -> None:
     # A search over everything ranks documents: the whole hierarchy takes one place.
     anything = await memory.searcher.search(memory.caller, SearchRequest("where is the spare key"))
     assert len(anything.results) == 1 and "document: best of its" in anything.results[0].trace[-1]
+    # Unless the caller lists nodes (the Data page): then each node has a place of its own.
+    apart = await memory.searcher.search(
+        memory.caller, SearchRequest("where is the spare key", per_document=False)
+    )
+    assert len(apart.results) > 1 and done["documentId"] in [c.node_id for c in apart.results]
 
     by_title = await memory.searcher.search(
         memory.caller, SearchRequest("garden handbook", labels=["KnowledgeDocument"])
