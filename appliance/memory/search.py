@@ -160,9 +160,9 @@ def by_document(
     and summary, or a chunk's content); ranked apart they compete with each other, no node is
     scored on the whole, and the two legs' evidence lands on different nodes. Here the document's
     vector score is its best node's and its keyword score the sum over its nodes; the node that
-    carries them is the one the caller's own fusion ranks first among them (``fuse_nodes``), so
-    a query's words keep pointing at the passage that holds them. Candidates outside a document
-    hierarchy are left as they are.
+    carries them is the passage (chunk) the caller's own fusion ranks first (``fuse_nodes``), or
+    its best node when no chunk matched: a chunk holds the text itself, the document and its
+    sections only summaries of it. Candidates outside a document hierarchy are left as they are.
     """
     groups: dict[str, list[Candidate]] = {}
     for cand in cands:
@@ -172,7 +172,8 @@ def by_document(
     fuse_nodes(cands)
     out = []
     for members in groups.values():
-        best = min(members, key=lambda c: (-c.fused, c.node_id))
+        passages = [c for c in members if "Chunk" in c.labels]
+        best = min(passages or members, key=lambda c: (-c.fused, c.node_id))
         if len(members) > 1:
             vectors = [c.vector for c in members if c.vector is not None]
             keywords = [c.keyword_raw for c in members if c.keyword_raw is not None]

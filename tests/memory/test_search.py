@@ -268,24 +268,32 @@ def _nodes() -> list[Candidate]:
         Candidate("n1", ["Note"], {}, vector=0.6, keyword_raw=2.5),
         Candidate("d1", ["KnowledgeDocument"], {}, vector=0.7, keyword_raw=1.0),
         Candidate("s1", ["Section"], {"documentId": "d1"}, keyword_raw=0.5),
+        Candidate("c2", ["Chunk"], {"documentId": "d1"}, vector=0.6),
     ]
 
 
 @pytest.mark.parametrize(
     ("weights", "carrier"),
-    [((0.0, 1.0), "c1"), ((1.0, 0.0), "d1")],
-    ids=["keyword-fusion-picks-the-chunk", "vector-fusion-picks-the-document"],
+    [((0.0, 1.0), "c1"), ((1.0, 0.0), "c2")],
+    ids=["keyword-fusion-picks-its-chunk", "vector-fusion-picks-its-chunk"],
 )
 def test_a_documents_nodes_become_one_candidate_scored_on_the_whole_document(
     weights: tuple[float, float], carrier: str
 ) -> None:
     out = by_document(_nodes(), lambda c: fuse(c, "weighted", *weights))
-    # The document: its best vector score, its nodes' keyword scores summed, on the node the
-    # caller's fusion ranks first; the note, outside any document, is left as it was.
+    # The document: its best vector score, its nodes' keyword scores summed, on the chunk the
+    # caller's fusion ranks first (not the summary-only document node, however high it ranks);
+    # the note, outside any document, is left as it was.
     assert [(c.node_id, c.vector, c.keyword_raw) for c in out] == [
         (carrier, 0.7, 3.5),
         ("n1", 0.6, 2.5),
     ]
+
+
+def test_a_document_whose_chunks_did_not_match_is_carried_by_its_best_node() -> None:
+    nodes = [c for c in _nodes() if c.node_id in ("d1", "s1")]
+    out = by_document(nodes, lambda c: fuse(c, "weighted", 1.0, 0.0))
+    assert [(c.node_id, c.vector, c.keyword_raw) for c in out] == [("d1", 0.7, 1.5)]
 
 
 def test_candidates_of_distinct_documents_are_left_as_they_are() -> None:
