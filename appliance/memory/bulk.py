@@ -45,7 +45,7 @@ class BulkEmbeds:
         self._round_texts = round_texts
         self._waiting: deque[tuple[list[str | bytes], asyncio.Future[list[Vector]]]] = deque()
         self._rounds: asyncio.Task[None] | None = None
-        self.rounds = 0  # rounds run (the benchmarks report texts per round)
+        self.rounds = 0  # rounds run so far
 
     async def __call__(self, texts: Sequence[str | bytes]) -> list[Vector]:
         """The vectors of ``texts``, in order (embedded with whatever else is waiting)."""

@@ -445,7 +445,10 @@ class Searcher:
                     cand.keyword_raw = max(cand.keyword_raw or 0.0, float(row["score"]))
 
         pool = list(candidates.values())
-        if wants_documents(labels) if request.per_document is None else request.per_document:
+        per_document = request.per_document
+        if per_document is None:
+            per_document = wants_documents(labels)
+        if per_document:
             pool = by_document(
                 pool, lambda c: fuse(c, request.mode, weights[0], weights[1], request.rrf_k)
             )
