@@ -629,11 +629,14 @@ class Engine:
 
     async def graph_sample(self, call: api.GraphSampleRequest) -> dict[str, Any]:
         """A guarded sample of the graph for the Graph page; a text narrows it to what search
-        finds for that text (the Data page's search: the settings' knobs, no expansion)."""
+        finds for that text (the Data page's search: the settings' knobs, no expansion, every
+        node ranked on its own)."""
         caller = self.caller(call).narrow(call.scopes)
 
         async def matches(text: str, labels: list[str] | None, limit: int) -> list[str]:
-            asked = api.SearchRequest(query=text, labels=labels, limit=limit, expand_hops=0)
+            asked = api.SearchRequest(
+                query=text, labels=labels, limit=limit, expand_hops=0, per_document=False
+            )
             found = await self.searcher.search(caller, self.search_request(asked, caller))
             return [hit.node_id for hit in found.results]
 
