@@ -14,7 +14,12 @@ place. Formulas, with ``v`` the vector (cosine) score and ``k`` the normalised k
   (``(s - min) / (max - min)``; a lone hit, or a path whose hits all score alike, gets 1.0),
   then ``fused = a * v' + (1 - a) * k'`` with ``a = vw / (vw + kw)``; a candidate missing from
   a path counts 0 there. Unlike the weighted sum, neither leg's scale (cosine in a narrow band,
-  BM25 unbounded) decides the mix: only the ranks' spread within each leg does.
+  BM25 unbounded) decides the mix: only the ranks' spread within each leg does. Min-max takes
+  a pool's worst hit for the level of what the pool left out; when a path's index had nothing
+  more to give (every visible match is in the pool, as in a small memory), there is no such
+  level, and the path's ``floor`` — its score for no evidence at all: a cosine of 0 for vectors
+  (:data:`VECTOR_FLOOR`), 0 for BM25 — takes the minimum's place
+  (``max(s - floor, 0) / (max - floor)``), so two hits a hair apart are not stretched to 1 and 0.
 * Boosts: ``score = fused * product of multipliers``, where a non-empty ``compiledTruth``
   property gives ``1 + compiled_truth`` (default 1.15) and ``backlinks = n >= 1`` gives
   ``1 + clamp(0.05 + 0.05 * log10(n), 0.05, 0.25)``. Without boosts ``score = fused``.
@@ -33,6 +38,21 @@ from appliance.memory.hits import Candidate
 from appliance.rpc.protocol import BadParams
 
 Mode = Literal["weighted", "rrf", "convex"]
+
+# A path's score for no evidence at all (see the module's convex combination): Neo4j reports a
+# cosine similarity c as (1 + c) / 2, so unrelated texts (c = 0) score 0.5; BM25 scores 0.
+VECTOR_FLOOR = 0.5
+KEYWORD_FLOOR = 0.0
+
+
+@dataclass(frozen=True)
+class Floors:
+    """Per path, the floor convex normalisation takes instead of its pool's minimum (None:
+    the pool was cut, its minimum stands for what was left out)."""
+
+    vector: float | None = None
+    keyword: float | None = None
+
 
 BACKLINK_BASE = 0.05
 BACKLINK_PER_DECADE = 0.05
@@ -106,19 +126,27 @@ def reciprocal_rank_fusion(cands: list[Candidate], k: int = 60) -> list[Candidat
 
 
 def _min_max(
-    cands: list[Candidate], score_of: Callable[[Candidate], float | None]
+    cands: list[Candidate], score_of: Callable[[Candidate], float | None], floor: float | None
 ) -> dict[int, float]:
-    """Each on-path candidate's score (by ``id``) min-max normalised over the path's hits."""
+    """Each on-path candidate's score (by ``id``) min-max normalised over the path's hits, or
+    from ``floor`` (when given) to the path's best."""
     on_path = [(s, c) for c in cands if (s := score_of(c)) is not None]
     if not on_path:
         return {}
-    low, high = min(s for s, _ in on_path), max(s for s, _ in on_path)
+    high = max(s for s, _ in on_path)
+    if floor is not None:
+        span = high - floor
+        return {id(c): max(s - floor, 0.0) / span if span > 0 else 0.0 for s, c in on_path}
+    low = min(s for s, _ in on_path)
     span = high - low
     return {id(c): (s - low) / span if span > 0 else 1.0 for s, c in on_path}
 
 
 def convex_combination(
-    cands: list[Candidate], vector_weight: float = 0.5, keyword_weight: float = 0.5
+    cands: list[Candidate],
+    vector_weight: float = 0.5,
+    keyword_weight: float = 0.5,
+    floors: Floors = Floors(),
 ) -> list[Candidate]:
     """Set ``fused = a * v' + (1 - a) * k'`` over min-max normalised paths (see the module)."""
     if not (vector_weight >= 0.0 and keyword_weight >= 0.0):
@@ -126,8 +154,8 @@ def convex_combination(
     if vector_weight == 0.0 and keyword_weight == 0.0:
         raise BadParams("vector_weight and keyword_weight cannot both be zero")
     share = vector_weight / (vector_weight + keyword_weight)
-    vectors = _min_max(cands, lambda c: c.vector)
-    keywords = _min_max(cands, lambda c: c.keyword_raw)
+    vectors = _min_max(cands, lambda c: c.vector, floors.vector)
+    keywords = _min_max(cands, lambda c: c.keyword_raw, floors.keyword)
     for cand in cands:
         cand.fused = share * vectors.get(id(cand), 0.0) + (1.0 - share) * keywords.get(
             id(cand), 0.0
@@ -228,15 +256,17 @@ def fuse(
     vector_weight: float = 0.7,
     keyword_weight: float = 0.3,
     rrf_k: int = 60,
+    floors: Floors = Floors(),
 ) -> list[Candidate]:
-    """Normalise the keyword scores and set every candidate's ``fused`` by ``mode``."""
+    """Normalise the keyword scores and set every candidate's ``fused`` by ``mode`` (``floors``
+    only matter to the convex mode)."""
     normalise_keyword(cands)
     if mode == "weighted":
         weighted_sum(cands, vector_weight, keyword_weight)
     elif mode == "rrf":
         reciprocal_rank_fusion(cands, rrf_k)
     elif mode == "convex":
-        convex_combination(cands, vector_weight, keyword_weight)
+        convex_combination(cands, vector_weight, keyword_weight, floors)
     else:
         raise BadParams(f"unknown fusion mode {mode!r}")
     return cands
@@ -253,11 +283,12 @@ def rank(
     limit: int = 10,
     boosts: bool = False,
     dedup_layers: bool = False,
+    floors: Floors = Floors(),
 ) -> RankResult:
     """Normalise, fuse, boost, dedup (when asked), threshold, sort and slice the candidates."""
     if limit < 0:
         raise BadParams(f"limit must be non-negative, got {limit}")
-    fuse(cands, mode, vector_weight, keyword_weight, rrf_k)
+    fuse(cands, mode, vector_weight, keyword_weight, rrf_k, floors)
     if boosts:
         apply_boosts(cands)
     else:

@@ -3,8 +3,8 @@
 Stages: (1) the query vector against every discovered vector index in ONE statement (a UNION of
 ``SEARCH`` clauses, account filtered inside each index); (2) the Lucene-escaped query against
 the ``entity_search`` full-text index; (3) one candidate per ingested document where the caller
-ranks documents (:func:`by_document`: its best node, vector score the best of its nodes', keyword
-score their sum), fusion, boosts, dedup, threshold and slice
+ranks documents (:func:`by_document`: vector score the best of its nodes', keyword score their
+sum, carried by its best passage), fusion, boosts, dedup, threshold and slice
 (:mod:`appliance.memory.fusion`); (4) one-hop graph expansion of each result. The guards of
 :mod:`appliance.memory.guards` apply on every path, related nodes included. Candidate pools are
 over-fetched and fetched again, larger, while guards leave a path short of the limit.
@@ -21,7 +21,15 @@ from typing import Any
 
 from appliance.core.identity import Caller
 from appliance.memory.errors import EmbedError, GraphQueryFailed
-from appliance.memory.fusion import Mode, RankResult, fuse, rank
+from appliance.memory.fusion import (
+    KEYWORD_FLOOR,
+    VECTOR_FLOOR,
+    Floors,
+    Mode,
+    RankResult,
+    fuse,
+    rank,
+)
 from appliance.memory.graph import Graph
 from appliance.memory.guards import guard, guard_after_search, records_hidden
 from appliance.memory.hits import HIDDEN_PROPERTIES, Candidate, Related
@@ -35,6 +43,8 @@ MAX_FETCH = 2000
 MAX_QUERY_TERMS = 32
 
 EmbedQuery = Callable[[str], Awaitable[list[float]]]
+# A leg's allowed rows, and whether its indexes had nothing more to give (the pool was not cut).
+Pool = tuple[list[dict[str, Any]], bool]
 # Paraphrases of a query (the Anthropic-backed one plugs in with the agents work).
 Expander = Callable[[str], Awaitable[list[str]]]
 
@@ -151,18 +161,38 @@ def wants_documents(labels: Sequence[str] | None) -> bool:
     return labels is None or "KnowledgeDocument" in labels
 
 
+def _carrier(members: list[Candidate]) -> Candidate:
+    """The node that carries a document's result: the one the caller's fusion ranks first, or,
+    where that is a summary (the document, or a section), the best matching passage under it.
+    A chunk holds the text itself; the document and its sections only summaries of it, and the
+    best summary says which part of the document the query is about."""
+
+    def order(c: Candidate) -> tuple[float, str]:
+        return (-c.fused, c.node_id)
+
+    best = min(members, key=order)
+    if "Chunk" in best.labels:
+        return best
+    whole = "KnowledgeDocument" in best.labels
+    under = [
+        c
+        for c in members
+        if "Chunk" in c.labels and (whole or c.props.get("sectionId") == best.node_id)
+    ]
+    return min(under, key=order) if under else best
+
+
 def by_document(
     cands: list[Candidate], fuse_nodes: Callable[[list[Candidate]], object]
 ) -> list[Candidate]:
-    """One candidate per ingested document: its best node, scored on the whole document.
+    """One candidate per ingested document, scored on the whole document.
 
     A document, its sections and its chunks each match on part of the document's text (title
     and summary, or a chunk's content); ranked apart they compete with each other, no node is
     scored on the whole, and the two legs' evidence lands on different nodes. Here the document's
-    vector score is its best node's and its keyword score the sum over its nodes; the node that
-    carries them is the passage (chunk) the caller's own fusion ranks first (``fuse_nodes``), or
-    its best node when no chunk matched: a chunk holds the text itself, the document and its
-    sections only summaries of it. Candidates outside a document hierarchy are left as they are.
+    vector score is its best node's and its keyword score the sum over its nodes, carried by
+    :func:`_carrier` (the nodes ranked by the caller's own fusion, ``fuse_nodes``). Candidates
+    outside a document hierarchy are left as they are.
     """
     groups: dict[str, list[Candidate]] = {}
     for cand in cands:
@@ -172,8 +202,7 @@ def by_document(
     fuse_nodes(cands)
     out = []
     for members in groups.values():
-        passages = [c for c in members if "Chunk" in c.labels]
-        best = min(passages or members, key=lambda c: (-c.fused, c.node_id))
+        best = _carrier(members)
         if len(members) > 1:
             vectors = [c.vector for c in members if c.vector is not None]
             keywords = [c.keyword_raw for c in members if c.keyword_raw is not None]
@@ -242,7 +271,7 @@ class Searcher:
                     "YIELD node AS n, score",
                     f"({guard('n')} AND {records_hidden('n')})",
                 )
-                rows += await self._fill(cypher, {**scoped, "q": query}, want)
+                rows += (await self._fill(cypher, {**scoped, "q": query}, want))[0]
             # A node that lists the keyword in its `keywords` property matches fully (1.0).
             listed, _ = await self.graph.run(
                 "MATCH (n) WHERE n.accountId = $account AND $kw IN coalesce(n.keywords, []) "
@@ -275,11 +304,11 @@ class Searcher:
         labels: Sequence[str] | None,
         want: int,
         boosts: bool = False,
-    ) -> list[dict[str, Any]]:
+    ) -> Pool:
         indexes = await self.vector_indexes()
         chosen = {lb: ix for lb, ix in indexes.items() if labels is None or lb in labels}
         if not chosen:
-            return []
+            return [], True
         branches = [
             f"MATCH (n:`{label}`) SEARCH n IN (VECTOR INDEX `{index}` FOR $vector "
             "WHERE n.accountId = $account LIMIT $k) SCORE AS score RETURN n, score"
@@ -299,11 +328,11 @@ class Searcher:
         labels: Sequence[str] | None,
         want: int,
         boosts: bool = False,
-    ) -> list[dict[str, Any]]:
+    ) -> Pool:
         # Lucene allows 1024 clauses and each term expands over every indexed property.
         query = keyword_query(" ".join(text.split()[:MAX_QUERY_TERMS]))
         if query is None:
-            return []
+            return [], True
         allowed = f"({guard('n')} AND {records_hidden('n')})"
         if labels is not None:
             allowed = f"({allowed} AND any(l IN labels(n) WHERE l IN $labels))"
@@ -321,16 +350,18 @@ class Searcher:
         }
         return await self._fill(cypher, params, want)
 
-    async def _fill(self, cypher: str, params: dict[str, Any], want: int) -> list[dict[str, Any]]:
-        """Over-fetch; while guards leave fewer than ``want`` of a full pool, widen the pool."""
+    async def _fill(self, cypher: str, params: dict[str, Any], want: int) -> Pool:
+        """Over-fetch; while guards leave fewer than ``want`` of a full pool, widen the pool.
+        Also says whether the indexes gave everything they had (the pool was not cut)."""
         k = want
         while True:
             rows, _ = await self.graph.run(cypher, {**params, "k": k})
             pooled = int(rows[0]["pooled"]) if rows else 0
             allowed: list[dict[str, Any]] = rows[0]["allowed"] if rows else []
             # Fewer pooled rows than k: the indexes had nothing more to give.
-            if len(allowed) >= want or pooled < k or k >= MAX_FETCH:
-                return allowed[:want]
+            exhausted = pooled < k
+            if len(allowed) >= want or exhausted or k >= MAX_FETCH:
+                return allowed[:want], exhausted and len(allowed) <= want
             k = min(k * 4, MAX_FETCH)
 
     async def expand(self, caller: Caller, results: list[Candidate], eids: dict[str, str]) -> None:
@@ -356,13 +387,13 @@ class Searcher:
 
     async def _vector_path(
         self, caller: Caller, query: str, labels: Sequence[str] | None, want: int, boosts: bool
-    ) -> list[dict[str, Any]]:
+    ) -> Pool:
         vector = await self.embed_query(query)
         return await self._vector(caller, vector, labels, want, boosts)
 
     async def _keyword_path(
         self, caller: Caller, query: str, labels: Sequence[str] | None, want: int, boosts: bool
-    ) -> list[dict[str, Any]] | None:
+    ) -> Pool | None:
         """Keyword rows, or None when the full-text index is missing (vector-only, no error)."""
         try:
             return await self._keyword(caller, query, labels, want, boosts)
@@ -393,6 +424,8 @@ class Searcher:
 
         paths: list[tuple[list[dict[str, Any]], str]] = []
         vector_only = keyword_only = False
+        # Whether each leg's indexes gave all they had, for every query (see fusion.Floors).
+        whole = {"vector": True, "keyword": True}
         for query in queries:
             # The two paths are independent statements: run them side by side.
             vector_rows, keyword_rows = await asyncio.gather(
@@ -400,7 +433,7 @@ class Searcher:
                 self._keyword_path(caller, query, labels, want, request.boosts),
                 return_exceptions=True,
             )
-            if isinstance(vector_rows, EmbedError) and isinstance(keyword_rows, list):
+            if isinstance(vector_rows, EmbedError) and isinstance(keyword_rows, tuple):
                 log.warning(
                     "[graph-search:hybrid] warn=embed-failed fallback=keyword-only error=%s",
                     vector_rows.code,
@@ -409,13 +442,18 @@ class Searcher:
             elif isinstance(vector_rows, BaseException):
                 raise vector_rows
             else:
-                paths.append((vector_rows, "vector"))
+                paths.append((vector_rows[0], "vector"))
+                whole["vector"] = whole["vector"] and vector_rows[1]
             if keyword_rows is None:
                 vector_only = True
             elif isinstance(keyword_rows, BaseException):
                 raise keyword_rows
             else:
-                paths.append((keyword_rows, "keyword"))
+                paths.append((keyword_rows[0], "keyword"))
+                whole["keyword"] = whole["keyword"] and keyword_rows[1]
+        floors = Floors(
+            VECTOR_FLOOR if whole["vector"] else None, KEYWORD_FLOOR if whole["keyword"] else None
+        )
         if request.subscriptions and not vector_only:
             subscribed = await self._subscriptions(
                 caller, request.subscriptions, want, request.boosts
@@ -450,7 +488,7 @@ class Searcher:
             per_document = wants_documents(labels)
         if per_document:
             pool = by_document(
-                pool, lambda c: fuse(c, request.mode, weights[0], weights[1], request.rrf_k)
+                pool, lambda c: fuse(c, request.mode, weights[0], weights[1], request.rrf_k, floors)
             )
         ranked: RankResult = rank(
             pool,
@@ -462,6 +500,7 @@ class Searcher:
             limit=request.limit,
             boosts=request.boosts,
             dedup_layers=request.dedup,
+            floors=floors,
         )
         if request.expand_hops > 0:
             await self.expand(caller, ranked.results, eids)

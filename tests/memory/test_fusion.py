@@ -10,6 +10,9 @@ from hypothesis import strategies as st
 
 from appliance.memory.fusion import (
     DEDUP_LAYERS,
+    KEYWORD_FLOOR,
+    VECTOR_FLOOR,
+    Floors,
     RankResult,
     apply_boosts,
     backlink_boost,
@@ -220,6 +223,26 @@ def test_convex_does_not_depend_on_either_legs_scale() -> None:
     assert by_id(convex_combination(scaled)).keys() == base.keys()
     for node_id, c in by_id(convex_combination(scaled)).items():
         assert c.fused == pytest.approx(base[node_id].fused)
+
+
+def test_a_whole_pool_is_normalised_from_the_floor_not_its_worst_hit() -> None:
+    # Two contacts in a small memory: their vectors a hair apart, only one matching by name.
+    # Min-max over the pool would stretch 0.716 / 0.706 to 1 / 0 and tie the name's match with
+    # the other contact; from the no-evidence floor (0.5) the vectors stay close, the name decides.
+    pool = [cand("olof", 0.716, None), cand("greta", 0.706, 0.3)]
+    stretched = by_id(convex_combination(pool))
+    assert stretched["olof"].fused == pytest.approx(stretched["greta"].fused)
+    whole = by_id(convex_combination(pool, floors=Floors(VECTOR_FLOOR, KEYWORD_FLOOR)))
+    assert whole["greta"].fused == pytest.approx(0.5 * 0.206 / 0.216 + 0.5)
+    assert whole["olof"].fused == pytest.approx(0.5)
+
+
+def test_a_hit_below_the_floor_counts_as_no_evidence() -> None:
+    out = by_id(convex_combination([cand("a", 0.8), cand("b", 0.45)], floors=Floors(0.5, None)))
+    assert out["b"].fused == 0.0 and out["a"].fused == pytest.approx(0.5)
+    # Nothing above the floor: no vector evidence at all.
+    [c] = convex_combination([cand("c", 0.4)], floors=Floors(0.5, None))
+    assert c.fused == 0.0
 
 
 @pytest.mark.parametrize(("vw", "kw"), [(-0.1, 0.5), (0.0, 0.0), (float("nan"), 1.0)])

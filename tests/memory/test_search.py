@@ -296,6 +296,19 @@ def test_a_document_whose_chunks_did_not_match_is_carried_by_its_best_node() -> 
     assert [(c.node_id, c.vector, c.keyword_raw) for c in out] == [("d1", 0.7, 1.5)]
 
 
+def test_a_document_ranked_by_a_section_is_carried_by_the_passage_under_that_section() -> None:
+    # "when is the boiler serviced": the Service section's summary matches best; the passage
+    # about the boiler itself matches better than the one under Service, which holds the answer.
+    nodes = [
+        Candidate("s-boiler", ["Section"], {"documentId": "d1"}, vector=0.76),
+        Candidate("s-service", ["Section"], {"documentId": "d1"}, vector=0.84),
+        Candidate("c-boiler", ["Chunk"], {"documentId": "d1", "sectionId": "s-boiler"}, 0.76),
+        Candidate("c-service", ["Chunk"], {"documentId": "d1", "sectionId": "s-service"}, 0.72),
+    ]
+    out = by_document(nodes, lambda c: fuse(c, "weighted", 1.0, 0.0))
+    assert [(c.node_id, c.vector) for c in out] == [("c-service", 0.84)]
+
+
 def test_candidates_of_distinct_documents_are_left_as_they_are() -> None:
     alone = [c for c in _nodes() if c.node_id in ("c1", "n1")]
     out = by_document(alone, lambda c: fuse(c, "weighted"))
