@@ -252,3 +252,24 @@ def summary(text: str, max_chars: int = SUMMARY_CHARS) -> str:
     bounds = _boundaries(flat)
     picked = _pick_end(bounds, [b[0] for b in bounds], 0, 0, max_chars, max_chars)
     return flat[: picked[0] if picked else max_chars]
+
+
+TITLE_CHARS = 80
+
+
+def title_of(text: str, max_chars: int = TITLE_CHARS) -> str:
+    """A title for a text that came without one: its first heading or first line (front matter
+    skipped), at most ``max_chars``, cut at a word and ending in "…" when cut."""
+    lines = _normalise_newlines(text).split("\n")
+    for line in lines[_front_matter_end(lines) :]:
+        heading = _atx(line)
+        words = " ".join((heading[1] if heading else line.strip().lstrip(">#*-+ ")).split())
+        if not words:
+            continue
+        if len(words) <= max_chars:
+            return words
+        cut = words[: max_chars - 1]
+        if words[max_chars - 1] != " " and " " in cut:  # the cut is inside a word: drop it
+            cut = cut.rsplit(" ", 1)[0]
+        return cut.rstrip() + "\u2026"
+    return ""

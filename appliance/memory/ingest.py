@@ -4,8 +4,9 @@
 
 Contract:
 
-- A document that is only a title is ingested with its title as its text; one with neither a
-  title nor text is refused (``empty-document``), and one with text but no title too.
+- A document that is only a title is ingested with its title as its text, and one that is only
+  text with a title made of its first heading or line (:func:`~appliance.memory.chunking.title_of`);
+  only one with neither a title nor text is refused (``empty-document``).
 - ``(account, attachmentId)`` identifies the document; ingesting the same attachment again
   REPLACES its hierarchy: sections and chunks no longer produced are deleted, the rest are
   updated in place, and a soft-deleted hierarchy is revived (``deletedAt`` cleared everywhere).
@@ -50,7 +51,7 @@ from typing import Any
 
 from appliance.core.identity import Caller
 from appliance.memory import versions
-from appliance.memory.chunking import chunk, content_hash, sectionise, summary
+from appliance.memory.chunking import chunk, content_hash, sectionise, summary, title_of
 from appliance.memory.errors import EngineError, ModelLoadFailed, ModelMissing, rejected
 from appliance.memory.graph import Graph, Runs
 from appliance.memory.write import (
@@ -225,8 +226,6 @@ def _check(caller: Caller, request: IngestRequest) -> None:
             "empty-document",
             "The document has neither a title nor text; there is nothing to ingest.",
         )
-    if not request.title.strip():
-        raise rejected("ingest", "missing-title", "A document needs a title.")
     if len(request.text) > MAX_TEXT_CHARS:
         raise rejected(
             "ingest",
@@ -277,6 +276,9 @@ class Ingester:
         if not request.text.strip():
             # A title alone is a document: its title is the text to find it by.
             request = replace(request, text=request.title.strip())
+        elif not request.title.strip():
+            # Text alone is a document too: its opening line names it.
+            request = replace(request, title=title_of(request.text))
         known_id, stored = await self._stored(caller, request.attachment_id)
         doc_id = known_id or document_id(caller.account_id, request.attachment_id)
         nodes = _plan(doc_id, request)

@@ -223,8 +223,10 @@ class WriteRequest(Called):
 class IngestRequest(Called):
     """A Markdown or text document: KnowledgeDocument → Section → Chunk."""
 
-    title: str
-    text: str
+    title: str = Field(
+        default="", description="Its title (none: its first heading or line names it)."
+    )
+    text: str = Field(default="", description="Its text (none: the title alone is its text).")
     attachment_id: str = Field(description="The source file's id.")
     scope: str | None = scope_field()
     agents: list[str] | None = None

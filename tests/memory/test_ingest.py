@@ -317,7 +317,6 @@ async def test_writes_are_batched(memory: Memory, monkeypatch: pytest.MonkeyPatc
         ({"text": "# Only\n\n## Headings"}, "no text under them"),
         ({"text": "x" * (MAX_TEXT_CHARS + 1)}, "at most 2,000,000"),
         ({"attachment_id": ""}, "attachmentId is required"),
-        ({"title": " "}, "needs a title"),
         ({"scope": "secret"}, "scope must be one of"),
         ({"agents": [""]}, "agents must be"),
     ],
@@ -347,6 +346,25 @@ async def test_a_title_alone_is_a_document(memory: Memory, text: str) -> None:
         memory.caller, SearchRequest("swept wing", keyword_weight=1.0, vector_weight=0.0)
     )
     assert {c.props.get("attachmentId") for c in found.results} == {"att-title"}
+
+
+@pytest.mark.parametrize(
+    ("text", "title"),
+    [
+        ("---\nlayout: note\n---\n# Heat shields\n\nAblative tiles char.", "Heat shields"),
+        ("  Ablative tiles char and carry the heat away.\n\nMore.", None),
+        ("word " * 40, "word " * 15 + "word\u2026"),
+    ],
+    ids=["first-heading", "first-line", "long-line-cut-at-a-word"],
+)
+async def test_text_alone_is_a_document_named_by_its_opening(
+    memory: Memory, text: str, title: str | None
+) -> None:
+    done = await ingester(memory).ingest(memory.caller, IngestRequest("", text, "att-untitled"))
+    nodes = await hierarchy(memory, done["documentId"])
+    (doc,) = of(nodes, "KnowledgeDocument")
+    assert doc["title"] == (title or "Ablative tiles char and carry the heat away.")
+    assert len(doc["title"]) <= 80
 
 
 async def test_a_documents_changed_nodes_are_embedded_in_one_call(memory: Memory) -> None:
