@@ -96,6 +96,12 @@ RESERVED = frozenset(
 # label -> (property, its natural key): the key is set only by the module that keeps it.
 NATURAL_KEYS = {"Person": ("email", "emailKey")}
 ENTITY_TEXT_CHARS = 1000
+# Bounds of one node's properties: a node is a fact, a contact, a task, never a document (those
+# go through memory-ingest). Past them a write is refused at once instead of keeping Neo4j and
+# its full-text index busy for minutes.
+MAX_PROPERTIES = 256
+MAX_STRING_CHARS = 1_000_000
+MAX_LIST_ITEMS = 10_000
 _IDENTIFIER = re.compile(r"^[A-Za-z][A-Za-z0-9_]{0,63}$")
 _REL_TYPE = re.compile(r"^[A-Z][A-Z0-9_]{0,63}$")
 _LABEL_IN_SCHEMA = re.compile(r"FOR \(n:(\w+)\) REQUIRE n\.id IS UNIQUE")
@@ -144,6 +150,18 @@ class WriteRequest:
 
 def _check_value(key: str, value: Any) -> None:
     scalar = (str, int, float, bool)
+    items = value if isinstance(value, list) else [value]
+    if len(items) > MAX_LIST_ITEMS or any(
+        isinstance(v, str) and len(v) > MAX_STRING_CHARS for v in items
+    ):
+        raise rejected(
+            "graph-write",
+            "property-too-large",
+            f"Property {key!r} is too large for a node (at most {MAX_STRING_CHARS:,} characters "
+            f"a text, {MAX_LIST_ITEMS:,} items a list): put long text in a document "
+            "(memory-ingest).",
+            key=key,
+        )
     if isinstance(value, scalar) or (
         isinstance(value, list) and all(isinstance(v, scalar) for v in value)
     ):
@@ -173,6 +191,13 @@ def validate(caller: Caller, request: WriteRequest) -> dict[str, Any]:
             "accountId must be this device's account; writes to other accounts are refused.",
             claimed=claimed,
             account=caller.account_id,
+        )
+    if len(request.properties) > MAX_PROPERTIES:
+        raise rejected(
+            "graph-write",
+            "too-many-properties",
+            f"A node takes at most {MAX_PROPERTIES} properties, not {len(request.properties):,}.",
+            count=len(request.properties),
         )
     props: dict[str, Any] = {}
     for name in [*(request.key or {}), *request.remove]:

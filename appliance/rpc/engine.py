@@ -136,6 +136,7 @@ class HealthResponse(Response):
 
 
 MAX_TEXTS_PER_CALL = 256
+MAX_EDGES_PER_WRITE = 500
 
 
 class EmbedRequest(Request):
@@ -214,7 +215,7 @@ class WriteRequest(Called):
     label: str
     properties: dict[str, Any] = Field(default_factory=dict)
     id: str | None = Field(default=None, description="Update this node instead of creating.")
-    edges: list[EdgeWire] = Field(default_factory=list)
+    edges: list[EdgeWire] = Field(default_factory=list, max_length=MAX_EDGES_PER_WRITE)
     produced_by_task_id: str | None = None
     scope: str | None = scope_field()
     agents: list[str] | None = None

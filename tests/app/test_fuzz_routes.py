@@ -149,6 +149,8 @@ def test_every_body_route_answers_bad_input_with_a_4xx_json_error(stack: Stack) 
 
     one()
     client.close()
+    reached = {(method, template) for method, template, _ in COUNTS}
+    assert reached == set(routes), sorted(set(routes) - reached)
     for (method, template, status), count in sorted(COUNTS.items()):
         print(f"[fuzz] {method:6} {template:45} {status}xx {count}")
     print(f"[fuzz] routes={len(routes)} requests={sum(COUNTS.values())} failures={len(failures)}")

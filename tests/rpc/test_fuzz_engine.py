@@ -3,7 +3,8 @@ raw frames that are not frames, against a real `maxy engine` (real Neo4j, real m
 
 Every refusal is an error with a stable code (``bad-request`` or one of the engine's own), never
 ``internal`` (a bug) and never a hang; raw garbage closes that one connection and the engine
-keeps serving. Counts per method are printed (`-s`).
+keeps serving. Oversized and deeply nested params are refused the same way (or, past what
+msgpack itself unpacks, close that one connection). Counts per method are printed (`-s`).
 """
 
 from __future__ import annotations
@@ -98,6 +99,7 @@ def test_every_method_refuses_bad_params_with_a_stable_code(stack: Stack) -> Non
                 internal.append(f"{name}({sent!r}): {err}")
 
     one()
+    assert {name for name, _ in counts} == set(NAMES), set(NAMES) - {name for name, _ in counts}
     for (name, code), count in sorted(counts.items()):
         print(f"[fuzz] {name:24} {code:16} {count}")
     print(f"[fuzz] methods={len(NAMES)} calls={sum(counts.values())} internal={len(internal)}")
@@ -124,5 +126,67 @@ def test_raw_garbage_ends_one_connection_and_the_engine_keeps_serving(
         conn.sendall(raw)
         conn.shutdown(socket.SHUT_WR)
         while conn.recv(65536):  # an error frame or nothing, then the end: never a hang
+            pass
+    assert stack.engine_healthy()
+
+
+def _nest(depth: int) -> Any:
+    value: Any = "x"
+    for _ in range(depth):
+        value = [value]
+    return value
+
+
+@pytest.mark.parametrize(
+    ("method", "sent"),
+    [
+        ("search", {"query": _nest(400)}),  # nested as deep as msgpack packs by default
+        ("write", {"label": "Note", "properties": {"name": _nest(400)}}),
+        ("embed", {"texts": ["word"] * 100_000}),  # past the 256 a call takes
+        ("search", {"query": "x" * 20_000_000}),  # a 20 MB query
+        ("write", {"label": "Note", "properties": {f"p{i}": i for i in range(50_000)}}),
+        ("write", {"label": "Note", "properties": {"name": "x" * 20_000_000}}),
+        ("write", {"label": "Note", "properties": {"tags": ["t"] * 500_000}}),
+        (
+            "write",
+            {
+                "label": "Note",
+                "edges": [{"type": "KNOWS", "toId": "x", "toLabel": "Person"}] * 100_000,
+            },
+        ),
+    ],
+    ids=[
+        "nested-query",
+        "nested-property",
+        "many-texts",
+        "huge-query",
+        "many-properties",
+        "huge-property",
+        "long-list",
+        "many-edges",
+    ],
+)
+def test_oversized_and_nested_params_are_refused_with_a_stable_code(
+    stack: Stack, method: str, sent: dict[str, Any]
+) -> None:
+    try:
+        stack.rpc(method, sent)
+    except RemoteError as err:
+        assert err.code != "internal", err
+    assert stack.engine_healthy()
+
+
+def test_params_nested_past_what_msgpack_unpacks_end_one_connection(stack: Stack) -> None:
+    params = b"\x91" * 100_000 + b"\x01"  # [[[…[1]…]]], a hundred thousand deep
+    body = b"\x83" + b"".join(
+        msgpack.packb(part) for part in ("id", 1, "method", "search", "params")
+    )
+    body += params
+    with socket.socket(socket.AF_UNIX) as conn:
+        conn.settimeout(15)
+        conn.connect(str(stack.env.settings.engine_socket))
+        conn.sendall(struct.pack(">I", len(body)) + body)
+        conn.shutdown(socket.SHUT_WR)
+        while conn.recv(65536):
             pass
     assert stack.engine_healthy()
