@@ -25,7 +25,7 @@ from types import FrameType
 
 from appliance.core.fsio import low_on_space
 from appliance.core.ports import check_port_free
-from appliance.core.proc import stop_group
+from appliance.core.proc import die_with_parent, stop_group
 from appliance.core.systemd import Notifier
 from appliance.graphdb.errors import Neo4jSetupError, StartFailed, database_stopped
 from appliance.graphdb.instance import Neo4jInstance, bolt_ready
@@ -66,7 +66,9 @@ def run(
         signal.signal(signum, request_stop)
 
     notifier.status(f"starting Neo4j (Bolt on {instance.uri()})")
-    proc = instance.spawn(None)
+    # Java ends with the launcher, however the launcher ends (under systemd the unit's cgroup is
+    # killed too; by hand, `maxy neo4j run` killed would otherwise leave Neo4j holding the store).
+    proc = instance.spawn(None, preexec_fn=die_with_parent)
     instance.record_pid(proc.pid, f"launcher:{os.getpid()}")
     try:
         instance.learn_port(proc, start_wait)

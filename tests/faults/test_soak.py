@@ -51,7 +51,7 @@ from tests.support.stacks import DOUBLE, Stack, add_agent, give_api_key, supervi
 
 MINUTES = float(os.environ.get("MAXY_SOAK_MINUTES", "30"))
 SAMPLE_S = float(os.environ.get("MAXY_SOAK_SAMPLE_S", "60"))
-ROLES = ("run", "neo4j", "engine", "manager", "app", "edge")
+ROLES = ("run", "neo4j", "engine", "manager", "channels", "app", "edge")
 RSS_FLOOR_MB, RSS_RATE_MB = 24.0, 8.0  # our roles: max(floor, rate per 10 minutes)
 NEO4J_FLOOR_MB, NEO4J_RATE_MB = 96.0, 32.0
 FD_SLACK, NEO4J_FD_SLACK = 16, 48
