@@ -35,6 +35,13 @@ ADMIN_PAGES = [
     "/admin/settings",
     "/admin/updates",
     "/admin/backups",
+    "/admin/sessions",
+    "/admin/people",
+    "/admin/agents",
+    "/admin/projects",
+    "/admin/tasks",
+    "/admin/artefacts",
+    "/admin/plugins",
 ]
 PUBLIC_PAGES = ["/maxy", "/bot", "/login"]
 
