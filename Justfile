@@ -58,9 +58,10 @@ bench-ingest DIR="../shared/ir/cranfield": bootstrap
     {{root}}/build/bench-venv.sh
     "$MAXY_CACHE_DIR/bench-venv/bin/python" {{root}}/tests/bench/bench_ingest.py {{DIR}}
 
-# Retrieval quality (nDCG@10, MAP, R@100) of keyword, vector, weighted and RRF search on an IR collection.
-bench-quality DIR="../shared/ir/cranfield": bootstrap
-    {{venv}}/bin/python tests/bench/bench_quality.py {{DIR}}
+# Retrieval quality (nDCG@10, MAP, R@100) of every fusion mode and a plain-BM25 reference on an IR
+# collection: `just bench-quality [DIR] [--fresh] [--keyword-only]` (DIR: ../shared/ir/cranfield).
+bench-quality *args: bootstrap
+    {{venv}}/bin/python tests/bench/bench_quality.py {{args}}
 
 # memory-search latency at 10k and 100k nodes vs the sequential per-label baseline (own Neo4j).
 bench-search: bootstrap
