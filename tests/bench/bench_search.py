@@ -52,6 +52,8 @@ SIZES = (10_000, 100_000)
 STAGES = ("+boosts", "+dedup", "+routing", "+expansion")
 QUERIES, WARMUP = 200, 30
 P95_TARGET_MS, SPEEDUP_TARGET = 50.0, 2.0
+# With the query's own embedding (issue 22): what a caller waits for, end to end in the engine.
+P95_WITH_EMBED_TARGET_MS = 40.0
 CALLER_SCOPES = ("public", "shared")  # so the scope guard really drops the admin-scoped nodes
 
 
@@ -174,6 +176,9 @@ def report(result: dict[str, Any]) -> None:
     result["targets"] = {
         "p95_le_50ms_at_100k": "met" if big["ours"]["p95_ms"] <= P95_TARGET_MS else "not met",
         "speedup_ge_2x_at_100k": "met" if speedup >= SPEEDUP_TARGET else "not met",
+        "p95_with_embed_le_40ms_at_100k": "met"
+        if big["ours_with_embed"]["p95_ms"] <= P95_WITH_EMBED_TARGET_MS
+        else "not met",
     }
     print(
         f"\nmemory-search: {QUERIES} queries after {WARMUP} warm-up, limit 10, caller bench-big "
@@ -201,6 +206,10 @@ def report(result: dict[str, Any]) -> None:
     verdicts = result["targets"]
     print(f"target p95 <= 50 ms at 100k, no embed: {verdicts['p95_le_50ms_at_100k']}")
     print(f"target >= 2x baseline at 100k (p50 and p95): {verdicts['speedup_ge_2x_at_100k']}")
+    print(
+        "target p95 <= 40 ms at 100k with the query's embedding: "
+        f"{verdicts['p95_with_embed_le_40ms_at_100k']}"
+    )
     print(f"load average {result['loadavg']} on 2 cores (other work may share the machine)")
     print(f"wall {result['wall_s']} s")
     print(json.dumps(result, separators=(",", ":")))
