@@ -156,6 +156,9 @@ class Embedder:
                 # A non-causal model must see a whole text in one micro-batch.
                 n_batch=512,
                 n_ubatch=512,
+                # Attention computed per tile without materialising the micro-batch's whole
+                # score matrix: the same vectors, a fifth faster on 2 cores (README, Embeddings).
+                flash_attn=True,
                 n_threads=threads or None,
                 n_threads_batch=threads or None,
                 pooling_type=llama_cpp.LLAMA_POOLING_TYPE_MEAN,
