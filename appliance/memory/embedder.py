@@ -21,7 +21,10 @@ the one-at-a-time path (tested: cosine >= 0.9999).
 
 Two llama.cpp contexts share the one set of weights: one for :meth:`Embedder.embed` (an
 interactive query), one for :meth:`Embedder.embed_many` (bulk ingest), each behind its own lock,
-so a query never waits for a bulk batch to finish. Each method is safe to call from any thread.
+so a query never waits for a bulk batch to finish. They do share the cores: a bulk micro-batch
+does not start while a query is being embedded (:class:`_Turns`), so a query shares the CPU with
+at most the one micro-batch already running (tens of milliseconds), never with an ingest's
+stream of them. Each method is safe to call from any thread.
 Call :meth:`Embedder.close` before exit: llama-cpp-python's ``__del__`` raises at interpreter
 shutdown inside a frozen app.
 """
@@ -32,7 +35,8 @@ import logging
 import re
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -112,6 +116,32 @@ class _Context:
         self.context.close()
 
 
+class _Turns:
+    """Interactive queries before bulk work: a bulk micro-batch waits while a query runs."""
+
+    def __init__(self) -> None:
+        self._queries = 0
+        self._changed = threading.Condition()
+
+    @contextmanager
+    def query(self) -> Iterator[None]:
+        """Hold back bulk micro-batches for the time of one query."""
+        with self._changed:
+            self._queries += 1
+        try:
+            yield
+        finally:
+            with self._changed:
+                self._queries -= 1
+                if not self._queries:
+                    self._changed.notify_all()
+
+    def bulk(self) -> None:
+        """Wait until no query runs (a bulk micro-batch is about to start)."""
+        with self._changed:
+            self._changed.wait_for(lambda: not self._queries)
+
+
 def pack(lengths: Sequence[int], max_tokens: int, max_sequences: int) -> list[list[int]]:
     """Indices sorted by length, grouped to at most ``max_tokens`` (a longer text goes alone)."""
     groups: list[list[int]] = []
@@ -170,6 +200,7 @@ class Embedder:
                 model=self._llama._model, params=self._llama.context_params, verbose=False
             )
             self._bulk = _Context(self._llama, bulk, n_tokens)
+            self._turns = _Turns()
         except (ValueError, RuntimeError) as err:
             raise ModelLoadFailed(
                 f"llama.cpp could not load {model_path} ({err}). Check that it is a GGUF "
@@ -204,7 +235,7 @@ class Embedder:
         Runs on the interactive context: it never waits behind :meth:`embed_many`.
         """
         tokens = self._tokens(text)
-        with self._query.lock:
+        with self._turns.query(), self._query.lock:
             return self._query.run([tokens])[0]
 
     def embed_many(self, texts: Sequence[str | bytes]) -> list[Vector]:
@@ -216,6 +247,7 @@ class Embedder:
         vectors: list[Vector | None] = [None] * len(tokens)
         with self._bulk.lock:
             for group in pack([len(t) for t in tokens], self.batch_tokens, BATCH_SEQUENCES):
+                self._turns.bulk()
                 for index, vector in zip(
                     group, self._bulk.run([tokens[i] for i in group]), strict=True
                 ):

@@ -84,3 +84,19 @@ def test_a_query_does_not_wait_behind_a_bulk_embed(embedder: Embedder) -> None:
         assert vector.shape == (embedder.dimension,)
     finally:
         worker.join()
+
+
+def test_bulk_micro_batches_wait_while_a_query_runs(embedder: Embedder) -> None:
+    done = threading.Event()
+
+    def bulk() -> None:
+        embedder.embed_many(MIXED)
+        done.set()
+
+    worker = threading.Thread(target=bulk)
+    with embedder._turns.query():  # as Embedder.embed holds it while a query is embedded
+        worker.start()
+        # The bulk call has its texts tokenized and its lock, but starts no micro-batch.
+        assert not done.wait(1.0)
+    worker.join(30)
+    assert done.is_set()
