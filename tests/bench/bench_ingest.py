@@ -6,6 +6,8 @@ the same node texts:
 * the ingest path as the engine runs it (``Ingester`` with ``Embedder.embed_many`` on a worker
   thread): documents/s, nodes/s, tokens/s, wall time including Neo4j;
 * the old path: the same ingest embedding one text per call;
+* the same texts through ``embed_many`` alone, with the model given and with its 8-bit (q8_0)
+  file beside it (``just model`` makes both), for the speed of each;
 * PyTorch sentence-transformers embedding the node texts (batches of 64);
 * the FLOP bound: the model's multiply-adds for the actual token counts, at the peak a float32
   matrix product (numpy's BLAS) reaches on this machine.
@@ -127,6 +129,27 @@ def pytorch_seconds(texts: Sequence[str]) -> tuple[float, int]:
     return time.monotonic() - started, int(torch.get_num_threads())
 
 
+def other_kind(gguf: Path) -> Path | None:
+    """The model's file of the other weight type (f16 <-> q8_0) in the same folder, if made."""
+    for mine, theirs in ((".f16.", ".q8_0."), (".q8_0.", ".f16.")):
+        if mine in gguf.name:
+            other = gguf.with_name(gguf.name.replace(mine, theirs))
+            return other if other.is_file() else None
+    return None
+
+
+def embed_only_seconds(gguf: Path, texts: Sequence[str]) -> float:
+    """Seconds ``embed_many`` takes over ``texts`` with the model in ``gguf`` (after a warm-up)."""
+    embedder = Embedder(gguf)
+    try:
+        embedder.embed_many(list(texts[:TORCH_BATCH]))
+        started = time.monotonic()
+        embedder.embed_many(list(texts))
+        return time.monotonic() - started
+    finally:
+        embedder.close()
+
+
 async def measure(gguf: Path, corpus: list[dict[str, str]], settings: Any) -> dict[str, Any]:
     embedder = Embedder(gguf)
     pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="embed-bulk")
@@ -157,6 +180,10 @@ async def measure(gguf: Path, corpus: list[dict[str, str]], settings: Any) -> di
         await graph.close()
         pool.shutdown()
         embedder.close()
+    other = other_kind(gguf)
+    if other is not None:
+        print(f"  embed_many alone with {other.name}", file=sys.stderr)
+    other_s = embed_only_seconds(other, texts) if other is not None else None
     print("  PyTorch on the same node texts", file=sys.stderr)
     torch_s, torch_threads = pytorch_seconds(texts)
     peak = gemm_peak()
@@ -167,6 +194,9 @@ async def measure(gguf: Path, corpus: list[dict[str, str]], settings: Any) -> di
         "nodes_embedded": len(texts),
         "tokens": sum(tokens),
         "embed_only_s": embed_only,
+        "model": gguf.name,
+        "other_model": other.name if other is not None else None,
+        "other_embed_only_s": other_s,
         "torch_s": torch_s,
         "torch_threads": torch_threads,
         "gemm_gflops": peak / 1e9,
@@ -187,6 +217,8 @@ def report(m: dict[str, Any], load: tuple[float, float]) -> dict[str, Any]:
         "pytorch": nodes / m["torch_s"],
         "bound": nodes / m["bound_s"],
     }
+    if m["other_embed_only_s"]:
+        rate["other"] = nodes / m["other_embed_only_s"]
     docs_s = m["packed"]["docs"] / m["packed"]["seconds"]
     print(
         f"\nIngest benchmark: {m['packed']['docs']} documents, {m['packed']['nodes']} nodes "
@@ -200,7 +232,12 @@ def report(m: dict[str, Any], load: tuple[float, float]) -> dict[str, Any]:
     rows = [
         ("ingest path (embed_many + Neo4j)", rate["ingest"], m["packed"]["seconds"]),
         ("old ingest path (one embed per node + Neo4j)", rate["old"], m["old"]["seconds"]),
-        ("  embed_many alone, same texts", rate["embed_only"], m["embed_only_s"]),
+        (f"  embed_many alone, {m['model']}", rate["embed_only"], m["embed_only_s"]),
+        *(
+            [(f"  embed_many alone, {m['other_model']}", rate["other"], m["other_embed_only_s"])]
+            if "other" in rate
+            else []
+        ),
         (
             f"PyTorch ({m['torch_threads']} threads, batch {TORCH_BATCH})",
             rate["pytorch"],
@@ -236,6 +273,9 @@ def report(m: dict[str, Any], load: tuple[float, float]) -> dict[str, Any]:
         "tokens_per_s": round(m["tokens"] / m["packed"]["seconds"], 0),
         "old_texts_per_s": round(rate["old"], 1),
         "embed_only_texts_per_s": round(rate["embed_only"], 1),
+        "model": m["model"],
+        "other_model": m["other_model"],
+        "other_embed_only_texts_per_s": round(rate["other"], 1) if "other" in rate else None,
         "pytorch_texts_per_s": round(rate["pytorch"], 1),
         "bound_texts_per_s": round(rate["bound"], 1),
         "gemm_gflops": round(m["gemm_gflops"], 1),

@@ -48,15 +48,13 @@ from appliance.core.accounts import create_account
 from appliance.core.config import load_settings
 from appliance.core.identity import Caller
 from appliance.memory.embedder import Embedder
-from appliance.memory.graph import Graph
-from appliance.memory.schema import apply_schema
 from appliance.rpc.client import RpcClient
 from appliance.rpc.protocol import RpcError
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # `tests` as a package
 from tests.fakes.anthropic_api import FakeAnthropic, Reply
 from tests.support.auth import admin_headers
-from tests.support.corpus import QUERY_TEMPLATES, Corpus, distinct, load, neo4j_server
+from tests.support.corpus import QUERY_TEMPLATES, distinct, fill_account, neo4j_server
 from tests.support.figures import loadavg, percentile
 from tests.support.processes import (
     Process,
@@ -205,32 +203,6 @@ async def _all_visitors(url: str) -> list[list[tuple[int, float, bool]]]:
 # --- search ------------------------------------------------------------------------------------
 
 
-async def relabel(uri: str, password: str, account: str) -> None:
-    """The corpus's big account becomes the engine's (an account id is a UUID)."""
-    graph = Graph(uri, "neo4j", password, timeout=120.0)
-    try:
-        while True:
-            rows, _ = await graph.run(
-                "MATCH (n) WHERE n.accountId = 'bench-big' WITH n LIMIT 5000 "
-                "SET n.accountId = $account RETURN count(n) AS moved",
-                {"account": account},
-            )
-            if not rows[0]["moved"]:
-                return
-    finally:
-        await graph.close()
-
-
-async def fill_graph(embedder: Embedder, uri: str, password: str, cache_dir: Path) -> float:
-    graph = Graph(uri, "neo4j", password, timeout=120.0)
-    try:
-        await apply_schema(graph, embedder.dimension)
-        corpus = Corpus(embedder, random.Random(42), cache_dir)
-        return await load(graph, corpus, NODES)
-    finally:
-        await graph.close()
-
-
 async def searchers(
     sock: Path, account: str, queries: list[str]
 ) -> tuple[list[float], Counter[str]]:
@@ -262,8 +234,9 @@ def search(home: Path) -> dict[str, Any]:
     data.mkdir()
     account = create_account(data / "accounts", "Bench Owner")
     with neo4j_server(data) as (uri, password):
-        load_s = asyncio.run(fill_graph(embedder, uri, password, settings.cache_dir))
-        asyncio.run(relabel(uri, password, account.id))
+        load_s = asyncio.run(
+            fill_account(embedder, uri, password, settings.cache_dir, NODES, account.id)
+        )
         rng, seen = random.Random(7), set[str]()
         queries = [q for t in QUERY_TEMPLATES for q in distinct(t, 30, rng, seen)]
         rng.shuffle(queries)

@@ -4,9 +4,10 @@
 512m); ``Corpus`` generates node rows of 19 labels (the real-model embedding of one of ~2,000
 pool texts plus small Gaussian noise, re-normalised: embedding 100k texts would take ~10
 minutes) split between two accounts 80/20, with scoped, soft-deleted and agent-tagged nodes;
-``load`` writes them and ~2 edges per node with batched UNWIND CREATE. ``QUERY_TEMPLATES`` and
-:func:`distinct` make queries of the same words. Used by tests/bench/bench_search.py and
-tests/bench/bench_load.py.
+``load`` writes them and ~2 edges per node with batched UNWIND CREATE; :func:`fill_account`
+loads them with the schema and hands the big account's nodes to a real account (an engine only
+serves its own). ``QUERY_TEMPLATES`` and :func:`distinct` make queries of the same words. Used by
+tests/bench/bench_search.py, tests/bench/bench_load.py and tests/bench/bench_memory.py.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from appliance.core.config import load_settings
 from appliance.graphdb.instance import Neo4jInstance, running
 from appliance.memory.embedder import Embedder, Vector
 from appliance.memory.graph import Graph
+from appliance.memory.schema import apply_schema
 from tests.support.processes import base_environ
 
 POOL_SIZE = 2_000
@@ -231,6 +233,26 @@ async def load(graph: Graph, corpus: Corpus, n: int) -> float:
             await graph.run(cypher, {"rows": pairs[i : i + BATCH]})
     await graph.run("CALL db.awaitIndexes(300)")
     return time.monotonic() - started
+
+
+async def fill_account(
+    embedder: Embedder, uri: str, password: str, cache_dir: Path, n: int, account: str
+) -> float:
+    """The schema and ``n`` nodes, the big account's given to ``account``; seconds taken."""
+    graph = Graph(uri, "neo4j", password, timeout=120.0)
+    try:
+        await apply_schema(graph, embedder.dimension)
+        seconds = await load(graph, Corpus(embedder, random.Random(42), cache_dir), n)
+        while True:
+            rows, _ = await graph.run(
+                "MATCH (n) WHERE n.accountId = 'bench-big' WITH n LIMIT 5000 "
+                "SET n.accountId = $account RETURN count(n) AS moved",
+                {"account": account},
+            )
+            if not rows[0]["moved"]:
+                return seconds
+    finally:
+        await graph.close()
 
 
 @contextlib.contextmanager

@@ -249,6 +249,18 @@ def rss_mb(pid: int) -> float:
     return 0.0
 
 
+def pss_mb(pid: int) -> float:
+    """Proportional memory of ``pid`` in MB: its own pages and its share of every page it
+    shares (so a sum over processes counts a shared page once); 0 once it is gone."""
+    try:
+        for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
+            if line.startswith("Pss:"):
+                return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return 0.0
+
+
 def open_fds(pid: int) -> int:
     """How many descriptors ``pid`` holds, from /proc."""
     return len(os.listdir(f"/proc/{pid}/fd"))
