@@ -11,7 +11,10 @@
 #   armv8-a    the Raspberry Pi 4's Cortex-A72 and everything newer (no dot-product extension)
 # Both leave out llama-cpp-python's multimodal library (LLAVA_BUILD=OFF: libmtmd, loaded only by
 # its image chat handlers, which an embedder never imports): 51 of the 178 translation units
-# (12% of the source bytes) not compiled, and not carried by the binary.
+# (12% of the source bytes) not compiled, and not carried by the binary. And llama.cpp's `common`
+# library (argument parsing, chat templates, JSON: 29 heavy C++ units that only the tools and
+# libmtmd link): llama-cpp-python's CMakeLists forces it on, so the sdist (checked against the
+# sha256 in build/freeze.lock) is unpacked and that one line turned off before the build.
 # The wheel lands in $MAXY_CACHE_DIR/wheels/<flavour>-<key of version and flags>/ beside a FLAGS
 # file naming how it was made; a wheel made with other flags is never picked up.
 #
@@ -35,10 +38,10 @@ target=${MAXY_WHEEL_ARCH:-$host}
 case "$target" in
   x86_64)
     flavour=x86-64-v3
-    flags="-DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_BMI2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_AVX512=OFF -DGGML_AVX_VNNI=OFF -DLLAVA_BUILD=OFF" ;;
+    flags="-DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_BMI2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_AVX512=OFF -DGGML_AVX_VNNI=OFF -DLLAVA_BUILD=OFF -DLLAMA_BUILD_COMMON=OFF" ;;
   aarch64)
     flavour=armv8-a
-    flags="-DGGML_NATIVE=OFF -DGGML_CPU_ARM_ARCH=armv8-a -DLLAVA_BUILD=OFF" ;;
+    flags="-DGGML_NATIVE=OFF -DGGML_CPU_ARM_ARCH=armv8-a -DLLAVA_BUILD=OFF -DLLAMA_BUILD_COMMON=OFF" ;;
   *) die "no portable llama.cpp flavour for $target; Maxy builds on x86_64 and aarch64" ;;
 esac
 cross=
@@ -61,8 +64,23 @@ if ! ls "$dir"/llama_cpp_python-"$version"-*.whl >/dev/null 2>&1 ||
     die "A C/C++ compiler is needed to build llama-cpp-python: apt-get install build-essential cmake"
   say "op=compile package=llama-cpp-python version=$version flavour=$flavour cross=${cross:+$target} (once per machine, ~8 min)"
   rm -rf "$dir" && mkdir -p "$dir"
+  src=$dir.src
+  rm -rf "$src" && mkdir -p "$src"
+  "$python" -m pip download --quiet --no-deps --no-binary :all: --no-cache-dir -d "$src" \
+    "llama-cpp-python==$version"
+  sdist=$src/llama_cpp_python-$version.tar.gz
+  locked=$(awk -v pkg="llama-cpp-python==$version" '$1 == pkg {getline; sub(/.*sha256:/, ""); print; exit}' \
+    "$root/build/freeze.lock")
+  [ -n "$locked" ] && [ "$(sha256sum "$sdist" | cut -d' ' -f1)" = "$locked" ] ||
+    die "$sdist does not match the sha256 in build/freeze.lock (${locked:-none})"
+  tar -xzf "$sdist" -C "$src"
+  cmake_lists=$src/llama_cpp_python-$version/CMakeLists.txt
+  sed -i 's/set(LLAMA_BUILD_COMMON ON CACHE BOOL/set(LLAMA_BUILD_COMMON OFF CACHE BOOL/' "$cmake_lists"
+  grep -q 'set(LLAMA_BUILD_COMMON OFF CACHE BOOL' "$cmake_lists" ||
+    die "llama-cpp-python $version's CMakeLists.txt no longer forces LLAMA_BUILD_COMMON: check $cmake_lists"
   CMAKE_ARGS="$flags $cross" CMAKE_BUILD_PARALLEL_LEVEL=${CMAKE_BUILD_PARALLEL_LEVEL:-2} \
-    "$python" -m pip wheel --quiet --no-deps --no-cache-dir -w "$dir" "llama-cpp-python==$version"
+    "$python" -m pip wheel --quiet --no-deps --no-cache-dir -w "$dir" "$src/llama_cpp_python-$version"
+  rm -rf "$src"
   if [ -n "$cross" ]; then
     "$python" - "$dir" "$host" "$target" <<'PY'
 import base64, hashlib, pathlib, sys, zipfile
