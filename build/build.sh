@@ -3,6 +3,8 @@
 #
 #   build/build.sh            (called by `just build`; the tests call it when dist/maxy is stale)
 #   build/build.sh --onedir   the unpacked form, for start-up measurements and the image
+#   build/build.sh --venv-key print the key the build virtualenv's stamp must hold, and stop
+#                             (build/build-arm64.sh fills the arm64 venv natively, then stamps it)
 #
 # MAXY_DIST_DIR (default dist/) and MAXY_BUILD_OUT (default build/out/) move the output and the
 # work files (build/build-arm64.sh uses them to keep the arm64 build apart); MAXY_GIT_REVISION and
@@ -29,6 +31,8 @@ out=${MAXY_BUILD_OUT:-$root/build/out}
 dist=${MAXY_DIST_DIR:-$root/dist}
 mode=onefile
 [ "${1:-}" = "--onedir" ] && mode=onedir
+print_key=0
+[ "${1:-}" = "--venv-key" ] && print_key=1
 
 say() { printf '[build] %s\n' "$*" >&2; }
 die() { printf '[build] FATAL %s\n' "$*" >&2; exit 1; }
@@ -45,6 +49,10 @@ wheels=$(PYTHON=$python MAXY_CACHE_DIR=$cache "$root/build/llama-wheel.sh")
 stamp=$venv/.maxy-build-installed
 lock=$root/build/freeze.lock
 want=$(cat "$root/pyproject.toml" "$lock" | sha256sum | cut -d' ' -f1)-$("$python" -c 'import sys; print(sys.version.split()[0])')-$(sha256sum "$wheels/FLAGS" | cut -c1-12)
+if [ "$print_key" = 1 ]; then
+  echo "$want"
+  exit 0
+fi
 if [ ! -x "$venv/bin/pyinstaller" ] || [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   say "op=install-venv path=$venv"
   rm -rf "$venv"
