@@ -133,7 +133,8 @@ def llama_server(gguf: Path) -> Iterator[str]:
     from appliance.core.ports import listening_ports
 
     with tempfile.TemporaryFile() as log:
-        # n_ctx 0 = the model's own context, as the Embedder loads it.
+        # n_ctx 0 = the model's own context, and flash attention, as the Embedder loads it: the
+        # two paths differ by the HTTP hop only.
         server = subprocess.Popen(
             [
                 sys.executable,
@@ -145,6 +146,8 @@ def llama_server(gguf: Path) -> Iterator[str]:
                 "true",
                 "--n_ctx",
                 "0",
+                "--flash_attn",
+                "true",
                 "--port",
                 "0",  # it binds a free port
                 "--host",
@@ -208,7 +211,8 @@ def open_paths(
     stack.callback(embedder.close)
     one_thread = Embedder(gguf, threads=1)
     stack.callback(one_thread.close)
-    # The unchanged llama-cpp-python Llama, as the Embedder used it before packing.
+    # The unchanged llama-cpp-python Llama, as the Embedder used it before packing (with the
+    # Embedder's attention kernel, so the two differ in packing only).
     import llama_cpp
 
     llama: Any = llama_cpp.Llama(
@@ -217,6 +221,7 @@ def open_paths(
         n_ctx=0,
         n_batch=512,
         n_ubatch=512,
+        flash_attn=True,
         pooling_type=llama_cpp.LLAMA_POOLING_TYPE_MEAN,
         verbose=False,
     )
