@@ -35,8 +35,6 @@ import os
 import sys
 from collections.abc import Sequence
 
-from appliance.agents import knowledge as agent_knowledge
-from appliance.app import publish
 from appliance.core import logs
 from appliance.core.accounts import (
     AccountIdError,
@@ -46,9 +44,6 @@ from appliance.core.accounts import (
 )
 from appliance.core.config import Settings, SettingsError, load_settings, settings_table
 from appliance.core.version import build_info
-from appliance.memory import commands as memory_commands
-from appliance.ota import commands as ota_commands
-from appliance.tunnel import commands as tunnel_commands
 
 log = logging.getLogger("appliance.cli")
 
@@ -348,8 +343,14 @@ def cmd_neo4j(settings: Settings, args: argparse.Namespace) -> int:
     return 0 if reason is None else 3
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """The argument parser of every subcommand."""
+# The commands that the subsystems' own modules add (tests/test_cli.py keeps this list true). Any
+# other command is parsed without importing them: a role or a session's `maxy mcp-helper` does
+# not carry the Neo4j driver, numpy and pypdf that `maxy memory` needs (about 80 MB per process).
+SUBSYSTEM_COMMANDS = frozenset({"memory", "reindex", "backup", "tunnel", "ota", "sites", "agents"})
+
+
+def build_parser(subsystems: bool = True) -> argparse.ArgumentParser:
+    """The argument parser of every subcommand (``subsystems=False``: only this module's)."""
     parser = argparse.ArgumentParser(prog="maxy", description="Maxy, a home AI appliance.")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
@@ -381,11 +382,18 @@ def build_parser() -> argparse.ArgumentParser:
         help="drop vector indexes of another dimension than the model, clear stale embeddings",
     )
     engine.set_defaults(func=cmd_engine)
-    memory_commands.add_parsers(sub)
-    tunnel_commands.add_parsers(sub)
-    ota_commands.add_parsers(sub)
-    publish.add_parsers(sub)
-    agent_knowledge.add_parsers(sub)
+    if subsystems:
+        from appliance.agents import knowledge as agent_knowledge
+        from appliance.app import publish
+        from appliance.memory import commands as memory_commands
+        from appliance.ota import commands as ota_commands
+        from appliance.tunnel import commands as tunnel_commands
+
+        memory_commands.add_parsers(sub)
+        tunnel_commands.add_parsers(sub)
+        ota_commands.add_parsers(sub)
+        publish.add_parsers(sub)
+        agent_knowledge.add_parsers(sub)
     mcp = sub.add_parser("mcp", help="one plugin's tools for a claude session, MCP over stdio")
     mcp.add_argument("--plugin", default="memory", help="the plugin whose tools to serve")
     mcp.set_defaults(func=cmd_mcp)
@@ -432,7 +440,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``maxy`` command."""
-    args = build_parser().parse_args(argv)
+    words = list(sys.argv[1:] if argv is None else argv)
+    light = bool(words) and not words[0].startswith("-") and words[0] not in SUBSYSTEM_COMMANDS
+    args = build_parser(subsystems=not light).parse_args(words)
     try:
         settings = load_settings()
     except SettingsError as err:

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import argparse
 import importlib
+import subprocess
+import sys
 
 import pytest
 
@@ -27,3 +30,27 @@ def test_a_subsystems_error_ends_in_its_area_and_a_bug_in_none() -> None:
 def test_the_fatal_line_names_area_kind_and_message(capsys: pytest.CaptureFixture[str]) -> None:
     assert cli.fatal("ota", SignatureError("The bundle is not signed.")) == 1
     assert capsys.readouterr().err == "[ota] FATAL SignatureError: The bundle is not signed.\n"
+
+
+def _commands(parser: argparse.ArgumentParser) -> set[str]:
+    (sub,) = (a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    return set(sub.choices)
+
+
+def test_the_subsystem_commands_are_exactly_what_the_light_parser_leaves_out() -> None:
+    full, light = _commands(cli.build_parser()), _commands(cli.build_parser(subsystems=False))
+    assert full - light == cli.SUBSYSTEM_COMMANDS
+    assert light <= full
+
+
+def test_a_role_and_the_mcp_helper_start_without_the_memory_commands_imports() -> None:
+    # A fresh interpreter: parsing `maxy mcp-helper` must not import the Neo4j driver, numpy or
+    # pypdf (each session runs one helper per plugin server; ~80 MB each when it did).
+    probe = (
+        "import sys; from appliance import cli;"
+        " cli.build_parser(subsystems=False).parse_args(['mcp-helper', '--session', 's',"
+        " '--server', 'x', '--log-dir', '/tmp', '--', 'true']);"
+        " print(sorted(m for m in ('neo4j', 'numpy', 'pypdf') if m in sys.modules))"
+    )
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
