@@ -114,7 +114,8 @@ bench-binary: build
     {{venv}}/bin/python tests/bench/bench_binary.py
 
 # Memory of every role and Neo4j with 100k nodes (idle, during an ingest) and a Claude session, vs a 4 GB Pi.
-bench-memory: build
+bench-memory: bootstrap
+    {{root}}/build/build.sh --onedir
     {{venv}}/bin/python tests/bench/bench_memory.py
 
 # Telegram lifeline: 20 senders x 10 messages at once, a kill mid-burst, added latency p50/p95 (own stack).

@@ -1,12 +1,12 @@
 """Memory of the whole appliance against a 4 GB Raspberry Pi 4: every role and Neo4j holding
 100k nodes, at idle and during an ingest, and one Claude Code session beside them.
 
-Run with ``just bench-memory`` (it builds dist/maxy first: the frozen binary is what a device
-runs). In a temporary data folder:
+Run with ``just bench-memory`` (it builds dist/maxy-onedir first: the frozen binary in the form
+the card carries is what a device runs). In a temporary data folder:
 
 1. Neo4j is filled with NODES synthetic nodes of one account (tests/support/corpus.py, as
    ``just bench-search`` and ``just bench-load`` fill it: real-model embeddings, edges);
-2. ``maxy run`` from dist/maxy supervises that store with the card's Neo4j memory
+2. ``maxy run`` from dist/maxy-onedir supervises that store with the card's Neo4j memory
    (image/build.py's NEO4J_HEAP and NEO4J_PAGECACHE, or MAXY_MEMORY_NEO4J_HEAP/_PAGECACHE to try
    others) and every role; searches warm the model and the indexes;
 3. idle: RSS and PSS (/proc/<pid>/smaps_rollup: each shared page divided among the processes
@@ -66,7 +66,9 @@ from tests.support.processes import (
 )
 from tests.support.stacks import account_env
 
-BINARY = Path(os.environ.get("MAXY_BINARY", REPO / "dist" / "maxy"))
+# The card's form: one directory, its libraries mapped once for every role that loads them
+# (the one-file form unpacks a private copy per process).
+BINARY = Path(os.environ.get("MAXY_BINARY", REPO / "dist" / "maxy-onedir" / "maxy"))
 NODES = int(os.environ.get("MAXY_MEMORY_NODES", "100000"))
 INGEST_DOCS = int(os.environ.get("MAXY_MEMORY_INGEST_DOCS", "300"))
 HEAP = os.environ.get("MAXY_MEMORY_NEO4J_HEAP", NEO4J_HEAP)
@@ -81,16 +83,20 @@ API_KEY = "sk-ant-local-memory-bench-key-0123456789"
 def measure(run_pid: int, data: Path) -> dict[str, dict[str, float]]:
     """RSS and PSS (MB) of each role's process tree and of Neo4j, now."""
     table = process_table()
-    children: dict[int, list[int]] = {}
-    for pid, (parent, _) in table.items():
-        children.setdefault(parent, []).append(pid)
-    found: dict[str, list[int]] = {"run": [run_pid]}
-    for child in children.get(run_pid, []):
-        argv = table[child][1]
-        role = argv[1] if len(argv) > 1 and argv[1] in ROLES else None
-        if role:
-            found[role] = process_tree(child, table)
-    java = neo4j_pid(data / "neo4j")
+
+    def role_of(argv: list[str]) -> str | None:
+        return argv[1] if len(argv) > 1 and argv[1] in ROLES and argv[1] != "run" else None
+
+    # `maxy run` (and a one-file bootloader's child); each role below it is the subtree from its
+    # first process down.
+    java = neo4j_pid(data / "neo4j")  # supervised by `maxy run`, counted on its own
+    found: dict[str, list[int]] = {
+        "run": [p for p in process_tree(run_pid, table, lambda a: bool(role_of(a))) if p != java]
+    }
+    for pid in process_tree(run_pid, table):
+        role = role_of(table[pid][1])
+        if role and table.get(table[pid][0], (0, []))[1][1:2] != [role]:
+            found[role] = process_tree(pid, table)
     if java:
         found["neo4j"] = [java]
     return {
@@ -179,11 +185,21 @@ def claude_session(env: dict[str, str], manager_sock: Path, api: FakeAnthropic) 
 
     wait_until(lambda: asyncio.run(turn_ended()), 120, "the session's first turn")
     time.sleep(QUIET_S)  # its MCP servers boot beside the first request
-    members = process_tree(pid, process_table())
+    table = process_table()
+    members = process_tree(pid, table)
+    kinds: dict[str, dict[str, float]] = {}
+    for member in members:
+        argv = table[member][1]
+        kind = " ".join([Path(argv[0]).name, *argv[1:2]]) if argv else "?"
+        part = kinds.setdefault(kind, {"count": 0, "rss_mb": 0.0, "pss_mb": 0.0})
+        part["count"] += 1
+        part["rss_mb"] = round(part["rss_mb"] + rss_mb(member), 1)
+        part["pss_mb"] = round(part["pss_mb"] + pss_mb(member), 1)
     out = {
         "processes": len(members),
         "rss_mb": round(sum(rss_mb(p) for p in members), 1),
         "pss_mb": round(sum(pss_mb(p) for p in members), 1),
+        "by_command": kinds,
         "requests": len(api.requests),
     }
     asyncio.run(client.stop(token))
@@ -192,7 +208,7 @@ def claude_session(env: dict[str, str], manager_sock: Path, api: FakeAnthropic) 
 
 def main() -> int:
     if not BINARY.is_file():
-        print(f"no frozen binary at {BINARY}: run `just build`", file=sys.stderr)
+        print(f"no frozen binary at {BINARY}: run `build/build.sh --onedir`", file=sys.stderr)
         return 1
     started = time.monotonic()
     home = Path(tempfile.mkdtemp(prefix="maxy-bench-memory-"))
@@ -297,6 +313,11 @@ def report(result: dict[str, Any]) -> None:
             f"a Claude Code session (the CLI and {session['processes'] - 1} processes under it): "
             f"RSS {session['rss_mb']:.1f}, PSS {session['pss_mb']:.1f}"
         )
+        for kind, part in sorted(session["by_command"].items(), key=lambda kv: -kv[1]["pss_mb"]):
+            print(
+                f"  {part['count']:>3} x {kind[:40]:<40} RSS {part['rss_mb']:>7.1f}"
+                f"  PSS {part['pss_mb']:>7.1f}"
+            )
     within = peak_total["pss_mb"] <= BUDGET_MB
     result["within_budget"] = within
     print(
