@@ -15,8 +15,6 @@ from typing import Any
 
 from appliance.core.fsio import DiskFull
 from appliance.mcp.tool import Tool, ToolContext, ToolError
-from appliance.memory import uploads
-from appliance.memory.convert import ConversionRefused
 from appliance.rpc import engine as api
 
 _SCHEMA = {
@@ -57,6 +55,11 @@ def readable(context: ToolContext, raw: Any) -> Path:
 async def ingest_file(context: ToolContext, arguments: dict[str, Any]) -> dict[str, Any]:
     """Stage the named file and have the engine convert, keep and ingest it."""
     source = readable(context, arguments.get("path"))
+    # Here, not at the top: the converters (pypdf, the Word reader) load in the process that
+    # runs this tool, not in every session's MCP server of the plugin.
+    from appliance.memory import uploads
+    from appliance.memory.convert import ConversionRefused
+
     settings = context.settings
     limits = uploads.Limits(settings.upload_max_mb * 1024 * 1024, settings.upload_types)
     try:

@@ -13,7 +13,7 @@ Where the lines come from:
 Filters: ``role`` (one of :data:`ROLES`, or all), ``session`` (a session id or its first
 characters: lines naming it, and that session's MCP logs), ``contains`` (a case-insensitive
 substring). The newest :data:`MAX_LINES` at most, each cut to :data:`MAX_LINE_CHARS`. Every line is
-shown through the one redactor (:func:`appliance.memory.audit.redact_text`), and any stored
+shown through the one redactor (:func:`appliance.core.redact.redact_text`), and any stored
 secret (the keys folder, the Anthropic key, the Neo4j password) that still appears verbatim is
 replaced too.
 """
@@ -31,10 +31,10 @@ from typing import Any
 
 from appliance.core import proc
 from appliance.core.config import Settings
+from appliance.core.redact import REDACTED, redact_text
 from appliance.graphdb.instance import console_log
 from appliance.mcp.owner import device_account
 from appliance.mcp.tool import Tool, ToolContext, ToolError
-from appliance.memory.audit import REDACTED, redact_text
 
 ROLES = ("edge", "app", "engine", "manager", "neo4j", "mcp")
 UNITS = {role: f"maxy-{role}.service" for role in ROLES if role != "mcp"}

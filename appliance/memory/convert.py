@@ -34,15 +34,16 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import PurePosixPath
+from typing import TYPE_CHECKING
 from xml.parsers.expat import ExpatError
 
-import mammoth  # type: ignore[import-untyped]
 from bs4 import BeautifulSoup
 from markdownify import markdownify
-from pypdf import PdfReader
-from pypdf.errors import PyPdfError
 
 from appliance.memory.errors import WriteRejected, rejected
+
+if TYPE_CHECKING:
+    from pypdf import PdfReader
 
 log = logging.getLogger(__name__)
 
@@ -173,6 +174,11 @@ def _decode(data: bytes, name: str) -> str:
 
 
 def _pdf(data: bytes, name: str, progress: Progress | None) -> Converted:
+    # The PDF and Word readers load when a file of their kind comes (about 30 MB that a
+    # session's MCP server, which converts only web pages, does not carry).
+    from pypdf import PdfReader
+    from pypdf.errors import PyPdfError
+
     if not data[:1024].lstrip().startswith(b"%PDF-") and b"%PDF-" not in data[:1024]:
         raise refuse("not-pdf", f"{name!r} is not a PDF (it does not start like one).")
     # pypdf repairs what it can of a cut file; a PDF with no end marker lost its tail, with
@@ -305,6 +311,8 @@ def _first_heading(text: str) -> str:
 
 
 def _docx(data: bytes, name: str) -> Converted:
+    import mammoth  # type: ignore[import-untyped]
+
     if data.startswith(_OLE_MAGIC):
         raise refuse(
             "encrypted",

@@ -10,7 +10,8 @@ from typing import Any
 import pytest
 
 from appliance.core.identity import Caller
-from appliance.memory.audit import MAX_CHARS, REDACTED, record_tool_call, redact, redact_text
+from appliance.core.redact import REDACTED, redact, redact_text
+from appliance.memory.audit import MAX_CHARS, record_tool_call
 from appliance.memory.conversations import record_message
 from appliance.memory.errors import WriteRejected
 from tests.memory.conftest import Memory
