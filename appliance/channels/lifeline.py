@@ -63,7 +63,7 @@ from appliance.channels.status import Status
 from appliance.core.accounts import Account
 from appliance.core.config import Settings
 from appliance.core.identity import Caller
-from appliance.memory.channels import OPEN_STATES
+from appliance.rpc.channels import OPEN_STATES
 from appliance.rpc.client import RpcClient
 from appliance.rpc.protocol import RpcError
 from appliance.web.manager_client import ManagerClient, ManagerError, ManagerUnavailable

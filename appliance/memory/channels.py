@@ -34,14 +34,11 @@ from appliance.memory.graph import Graph
 from appliance.memory.guards import guard
 from appliance.memory.write import EmbedText
 from appliance.rpc import engine as api
+from appliance.rpc.channels import OPEN_STATES, STATES
 
 log = logging.getLogger(__name__)
 
 LABELS = {"telegram": "TelegramMessage", "whatsapp": "WhatsAppMessage"}
-#: Where an inbound message can be; the open ones are taken up again after a restart.
-OPEN_STATES = ("received", "routed", "submitted", "replying")
-FINAL_STATES = ("answered", "ignored", "silenced", "failed", "stale", "uncertain")
-STATES = OPEN_STATES + FINAL_STATES
 _UPDATABLE = (
     "state",
     "route",

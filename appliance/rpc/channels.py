@@ -18,6 +18,10 @@ from appliance.rpc.contract import Request, Response
 CHANNELS: list[JsonValue] = ["telegram", "whatsapp"]
 MAX_CHANNEL_TEXT = 32_000
 MAX_RAW = 16_000
+#: Where an inbound message can be; the open ones are taken up again after a restart.
+OPEN_STATES = ("received", "routed", "submitted", "replying")
+FINAL_STATES = ("answered", "ignored", "silenced", "failed", "stale", "uncertain")
+STATES = OPEN_STATES + FINAL_STATES
 
 
 def channel_field() -> Any:
