@@ -64,8 +64,12 @@ BOARDS = {
     ("arm64", "rpios"): ["rpi4", "rpi5"],
 }
 # Sized for a Raspberry Pi 4 with 4 GB: the JVM heap and page cache Neo4j gets on the device.
-NEO4J_HEAP = "1g"
-NEO4J_PAGECACHE = "512m"
+# From `just bench-memory` at 100k nodes: with these Neo4j takes ~950 MB (PSS) idle and ~1,010 MB
+# at the peak of an ingest (the JVM's own memory and the indexes' mapped files come on top of
+# the two); with 1g and 512m it took ~1,090 MB already at 2k nodes, leaving a 4 GB Pi no room
+# for a Claude session beside the roles.
+NEO4J_HEAP = "512m"
+NEO4J_PAGECACHE = "256m"
 
 
 @dataclass(frozen=True)

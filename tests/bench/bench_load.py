@@ -9,10 +9,10 @@ Run with ``just bench-load``. Three parts, each on real processes:
   time to the stream's ``done`` minus the API's own time (its calls per message x 200 ms) is the
   appliance's added latency. Then a crowd behind ONE address sends RATE_LIMIT + 10 messages at
   once: exactly RATE_LIMIT may pass, the rest must be 429 (the many addresses above: none).
-- search: a private Neo4j (heap 1g) holding NODES synthetic nodes (tests/support/corpus.py, as
-  bench-search builds them) and a ``maxy engine`` on it; SEARCH_CLIENTS clients call the engine's
-  ``search`` over its RPC socket at once (the query embedded by the engine, as for the MCP
-  tools), SEARCHES each: throughput and p50/p95.
+- search: a private Neo4j (the card's heap and page cache) holding NODES synthetic nodes
+  (tests/support/corpus.py, as bench-search builds them) and a ``maxy engine`` on it;
+  SEARCH_CLIENTS clients call the engine's ``search`` over its RPC socket at once (the query
+  embedded by the engine, as for the MCP tools), SEARCHES each: throughput and p50/p95.
 - admin: on the same ``maxy run``, an admin session of the ``claude`` double is spawned through
   the edge; TABS tabs each hold the sessions event stream and load the Sessions page again and
   again while the session's transcript grows a line every 20-50 ms (what a streaming turn

@@ -1,7 +1,7 @@
 """memory-search latency at 10k and 100k nodes: ours vs the sequential per-label baseline.
 
-Run with ``just bench-search``. Starts its own Neo4j (heap 1g, page cache 512m) in a temporary
-home, applies the schema, loads a synthetic two-account memory graph (80/20) with edges,
+Run with ``just bench-search``. Starts its own Neo4j (the card's heap and page cache) in a
+temporary home, applies the schema, loads a synthetic two-account memory graph (80/20) with edges,
 scoped and soft-deleted nodes, then times ``Searcher.search`` excluding and including the
 query embedding, the baseline (19 per-label vector statements + 1 keyword statement, fused in
 Python), and each optional stage (boosts, dedup, routing, expansion with one paraphrase) alone

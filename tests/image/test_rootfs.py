@@ -204,7 +204,7 @@ def test_maxy_env_sets_known_settings_and_neo4j_memory_for_a_4gb_pi(card: Card) 
     known = {s.env for s in SETTINGS}
     assert {k for k in env if k.startswith("MAXY_")} <= known
     settings = load_settings({k: v for k, v in env.items() if k.startswith("MAXY_")})
-    assert settings.neo4j_heap == "1g" and settings.neo4j_pagecache == "512m"
+    assert settings.neo4j_heap == "512m" and settings.neo4j_pagecache == "256m"
     assert settings.data_dir == Path("/data") and settings.runtime_dir == Path("/run/maxy")
     assert env["JAVA_HOME"] == "/opt/maxy/java"
     # The launcher finds the jars and the model where the image put them.

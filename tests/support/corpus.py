@@ -1,7 +1,7 @@
 """A synthetic two-account memory graph for benchmarks: its words, nodes, edges and Neo4j.
 
-``neo4j_server(home)`` starts a private Neo4j with a benchmark's memory (heap 1g, page cache
-512m); ``Corpus`` generates node rows of 19 labels (the real-model embedding of one of ~2,000
+``neo4j_server(home)`` starts a private Neo4j with the card's memory (image/build.py's heap and
+page cache); ``Corpus`` generates node rows of 19 labels (the real-model embedding of one of ~2,000
 pool texts plus small Gaussian noise, re-normalised: embedding 100k texts would take ~10
 minutes) split between two accounts 80/20, with scoped, soft-deleted and agent-tagged nodes;
 ``load`` writes them and ~2 edges per node with batched UNWIND CREATE; :func:`fill_account`
@@ -257,9 +257,14 @@ async def fill_account(
 
 @contextlib.contextmanager
 def neo4j_server(home: Path) -> Iterator[tuple[str, str]]:
-    """A private Neo4j started as tests/conftest.py does, with the benchmark's memory."""
+    """A private Neo4j started as tests/conftest.py does, with the card's memory: what a search
+    measured here meets on the device."""
+    from image.build import NEO4J_HEAP, NEO4J_PAGECACHE
+
     env = base_environ()
-    env.update(MAXY_DATA_DIR=str(home), MAXY_NEO4J_HEAP="1g", MAXY_NEO4J_PAGECACHE="512m")
+    env.update(
+        MAXY_DATA_DIR=str(home), MAXY_NEO4J_HEAP=NEO4J_HEAP, MAXY_NEO4J_PAGECACHE=NEO4J_PAGECACHE
+    )
     env["MAXY_NEO4J_URI"] = "bolt://127.0.0.1:0"  # it binds a free port
     settings = load_settings(env)
     instance = Neo4jInstance.from_settings(settings, env)
