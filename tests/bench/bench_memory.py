@@ -8,7 +8,8 @@ the card carries is what a device runs). In a temporary data folder:
    ``just bench-search`` and ``just bench-load`` fill it: real-model embeddings, edges);
 2. ``maxy run`` from dist/maxy-onedir supervises that store with the card's Neo4j memory
    (image/build.py's NEO4J_HEAP and NEO4J_PAGECACHE, or MAXY_MEMORY_NEO4J_HEAP/_PAGECACHE to try
-   others) and every role; searches warm the model and the indexes;
+   others) and every role, with the card's embedding model (q8_0; MAXY_EMBED_MODEL for
+   another); searches warm the model and the indexes;
 3. idle: RSS and PSS (/proc/<pid>/smaps_rollup: each shared page divided among the processes
    that map it, so the sum over roles is what they take together) of each role's process tree
    and of Neo4j's JVM, after a quiet spell;
@@ -46,6 +47,7 @@ from appliance.memory.embedder import Embedder
 from appliance.rpc.client import RpcClient
 from appliance.web.manager_client import ManagerClient
 from image.build import NEO4J_HEAP, NEO4J_PAGECACHE
+from image.inputs import model_file
 from tests.bench.bench_quality import DEFAULT_DIR, load_collection
 from tests.fakes.anthropic_api import FakeAnthropic
 from tests.support.corpus import QUERY_TEMPLATES, distinct, fill_account, neo4j_server
@@ -220,7 +222,15 @@ def main() -> int:
         "budget_mb": BUDGET_MB,
     }
     try:
-        settings = load_settings({**os.environ, "MAXY_DATA_DIR": str(home)})
+        # The card's model (q8_0) unless MAXY_EMBED_MODEL names another: the fill and the
+        # engine embed with the same one, so no node is stale to the engine.
+        model = os.environ.get("MAXY_EMBED_MODEL") or str(
+            model_file(load_settings(dict(os.environ)).cache_dir, None)[0]
+        )
+        settings = load_settings(
+            {**os.environ, "MAXY_DATA_DIR": str(home), "MAXY_EMBED_MODEL": model}
+        )
+        result["model"] = Path(model).name
         account = create_account(home / "accounts", "Bench Owner")
         embedder = Embedder(settings.embed_model_path)
         print(f"[bench-memory] op=fill nodes={NODES}", file=sys.stderr, flush=True)
@@ -243,6 +253,7 @@ def main() -> int:
                 MAXY_NEO4J_URI="bolt://127.0.0.1:0",
                 MAXY_NEO4J_HEAP=HEAP,
                 MAXY_NEO4J_PAGECACHE=PAGECACHE,
+                MAXY_EMBED_MODEL=model,
                 MAXY_LOG_LEVEL="WARNING",
                 ANTHROPIC_BASE_URL=api.url,
                 ANTHROPIC_API_KEY=API_KEY,
@@ -287,7 +298,7 @@ def report(result: dict[str, Any]) -> None:
     idle, ingest_peaks = result["idle"], result["ingest"]["parts"]
     print(
         f"\nMemory of the appliance: {result['nodes']:,} nodes, Neo4j heap {result['neo4j_heap']}"
-        f" + page cache {result['neo4j_pagecache']}, the frozen binary (MB)"
+        f" + page cache {result['neo4j_pagecache']}, {result['model']}, the frozen binary (MB)"
     )
     header = f"{'part':<10}{'idle RSS':>10}{'idle PSS':>10}{'ingest RSS':>12}{'ingest PSS':>12}"
     print(header)
