@@ -343,10 +343,14 @@ def cmd_neo4j(settings: Settings, args: argparse.Namespace) -> int:
     return 0 if reason is None else 3
 
 
-# The commands that the subsystems' own modules add (tests/test_cli.py keeps this list true). Any
-# other command is parsed without importing them: a role or a session's `maxy mcp-helper` does
+# The commands this module defines (tests/test_cli.py keeps this list true). They are parsed
+# without importing the subsystems' command modules: a role or a session's `maxy mcp-helper` does
 # not carry the Neo4j driver, numpy and pypdf that `maxy memory` needs (about 80 MB per process).
-SUBSYSTEM_COMMANDS = frozenset({"memory", "reindex", "backup", "tunnel", "ota", "sites", "agents"})
+# Anything else, a typo or `--help` included, gets the whole parser and its whole list.
+OWN_COMMANDS = frozenset(
+    {"run", "edge", "app", "manager", "channels", "engine", "mcp", "mcp-helper", "doctor"}
+    | {"version", "embed", "account", "neo4j", "firstboot"}
+)
 
 
 def build_parser(subsystems: bool = True) -> argparse.ArgumentParser:
@@ -441,8 +445,8 @@ def build_parser(subsystems: bool = True) -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``maxy`` command."""
     words = list(sys.argv[1:] if argv is None else argv)
-    light = bool(words) and not words[0].startswith("-") and words[0] not in SUBSYSTEM_COMMANDS
-    args = build_parser(subsystems=not light).parse_args(words)
+    own = bool(words) and words[0] in OWN_COMMANDS
+    args = build_parser(subsystems=not own).parse_args(words)
     try:
         settings = load_settings()
     except SettingsError as err:
