@@ -238,27 +238,26 @@ def process_tree(
     return found
 
 
-def rss_mb(pid: int) -> float:
-    """Resident memory of ``pid`` in MB (0 once it is gone)."""
+def _status_mb(path: str, field: str) -> float:
+    """A ``Field: N kB`` line of a /proc file, in MB (0 once the process is gone)."""
     try:
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
+        for line in Path(path).read_text().splitlines():
+            if line.startswith(field):
                 return int(line.split()[1]) / 1024
     except OSError:
         pass
     return 0.0
+
+
+def rss_mb(pid: int) -> float:
+    """Resident memory of ``pid`` in MB (0 once it is gone)."""
+    return _status_mb(f"/proc/{pid}/status", "VmRSS:")
 
 
 def pss_mb(pid: int) -> float:
     """Proportional memory of ``pid`` in MB: its own pages and its share of every page it
     shares (so a sum over processes counts a shared page once); 0 once it is gone."""
-    try:
-        for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
-            if line.startswith("Pss:"):
-                return int(line.split()[1]) / 1024
-    except OSError:
-        pass
-    return 0.0
+    return _status_mb(f"/proc/{pid}/smaps_rollup", "Pss:")
 
 
 def open_fds(pid: int) -> int:
