@@ -56,7 +56,9 @@ from image.tools import (
     CAP_MKNOD,
     CAP_SYS_ADMIN,
     CAP_SYS_CHROOT,
+    PRIVATE_MOUNTS,
     has_capabilities,
+    release_mounts,
     run,
     which,
 )
@@ -248,7 +250,9 @@ def _debootstrap(target: Path, arch: str, mirror: str) -> None:
         stages.append(["chroot", str(target), "/debootstrap/debootstrap", "--second-stage"])
     for stage in stages:
         log.info("[image] op=debootstrap arch=%s stage=%s", arch, " ".join(stage[1:3]))
-        done = subprocess.run(stage, env=env, capture_output=True, text=True, check=False)
+        done = subprocess.run(
+            [*PRIVATE_MOUNTS, *stage], env=env, capture_output=True, text=True, check=False
+        )
         if done.returncode != 0:
             details = target / "debootstrap" / "debootstrap.log"
             tail = details.read_text(errors="replace")[-3000:] if details.is_file() else ""
@@ -273,18 +277,7 @@ def _initramfs(target: Path) -> None:
         # In a mount namespace of its own: /proc for the chroot, gone with the namespace.
         script = 'mount -t proc proc "$1/proc" && exec chroot "$1" update-initramfs -c -k "$2"'
         done = subprocess.run(
-            [
-                "unshare",
-                "--mount",
-                "--propagation",
-                "private",
-                "sh",
-                "-c",
-                script,
-                "-",
-                str(target),
-                version,
-            ],
+            [*PRIVATE_MOUNTS, "sh", "-c", script, "-", str(target), version],
             env=env,
             capture_output=True,
             text=True,
@@ -321,6 +314,7 @@ def _build_base(tarball: Path, arch: str, mirror: str | None) -> Path:
     if UNAME_ARCH[arch] != platform.machine():
         _ensure_binfmt(arch)
     work = tarball.with_name(tarball.name + ".work")
+    release_mounts(work)
     shutil.rmtree(work, ignore_errors=True)
     target = work / "root"
     target.mkdir(parents=True)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 import shutil
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -111,6 +112,33 @@ def run(
         said = done.stderr.strip()[-3000:]
         raise BuildFailed(f"`{' '.join(argv[:6])}…` failed (exit {done.returncode}): {said}")
     return done.stdout_bytes
+
+
+# ---- mounts ------------------------------------------------------------------------------
+
+# A command run behind this prefix mounts into a mount namespace of its own: whatever it mounts
+# (debootstrap's /proc and /sys in the target, a chroot's /proc) goes away when it exits, and
+# also when it is killed, instead of staying mounted under the build's work directory.
+PRIVATE_MOUNTS = ("unshare", "--mount", "--propagation", "private")
+
+
+def mounts_under(path: Path) -> list[Path]:
+    """Mount points at or below ``path`` in this process's mount namespace, deepest first."""
+    root = path.resolve()
+    found = []
+    for line in Path("/proc/self/mountinfo").read_text().splitlines():
+        # Field 5 is the mount point, with space, tab, newline and backslash octal-escaped.
+        point = Path(re.sub(r"\\([0-7]{3})", lambda m: chr(int(m[1], 8)), line.split()[4]))
+        if point == root or root in point.parents:
+            found.append(point)
+    return sorted(found, key=lambda p: len(p.parts), reverse=True)
+
+
+def release_mounts(path: Path) -> None:
+    """Unmount whatever is still mounted below ``path`` (left by a build killed mid-way)."""
+    for point in mounts_under(path):
+        log.warning("[image] op=unmount-leftover path=%s", point)
+        run(["umount", "--lazy", point])
 
 
 # ---- FAT ----------------------------------------------------------------------------------

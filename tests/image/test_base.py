@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from image import base
+from image import base, tools
 from image.errors import BuildFailed, InputMissing
 from image.inputs import check_preset
 from tests.image.conftest import unprivileged
@@ -100,3 +100,24 @@ def test_a_preset_firstboot_would_refuse_is_refused_at_build_time(tmp_path: Path
     bad.write_text(json.dumps({"owner": "", "colour": "red"}))
     with pytest.raises(InputMissing, match="colour"):
         check_preset(bad)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="mounting needs root (CI runs as root)")
+def test_a_killed_step_leaves_nothing_mounted_and_a_leftover_mount_is_released(
+    tmp_path: Path,
+) -> None:
+    work = tmp_path / "base.tar.zst.work"
+    (work / "root" / "proc").mkdir(parents=True)
+    # The step mounts into the target and is killed before it can unmount (a cancelled build).
+    script = 'mount -t tmpfs none "$1" && kill -9 $$'
+    done = subprocess.run(
+        [*tools.PRIVATE_MOUNTS, "sh", "-c", script, "-", str(work / "root" / "proc")],
+        check=False,
+    )
+    assert done.returncode == -9
+    assert tools.mounts_under(work) == []
+    # A mount left by an older builder (run without the private namespace) is released first.
+    subprocess.run(["mount", "-t", "tmpfs", "none", str(work / "root" / "proc")], check=True)
+    assert tools.mounts_under(tmp_path) == [work / "root" / "proc"]
+    tools.release_mounts(work)
+    assert tools.mounts_under(tmp_path) == []
