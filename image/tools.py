@@ -10,13 +10,13 @@ from __future__ import annotations
 import json
 import logging
 import os
-import re
 import shutil
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from appliance.core import proc
+from appliance.firstboot import parse_mountinfo
 from image.errors import BuildFailed, ToolMissing
 
 log = logging.getLogger(__name__)
@@ -125,12 +125,8 @@ PRIVATE_MOUNTS = ("unshare", "--mount", "--propagation", "private")
 def mounts_under(path: Path) -> list[Path]:
     """Mount points at or below ``path`` in this process's mount namespace, deepest first."""
     root = path.resolve()
-    found = []
-    for line in Path("/proc/self/mountinfo").read_text().splitlines():
-        # Field 5 is the mount point, with space, tab, newline and backslash octal-escaped.
-        point = Path(re.sub(r"\\([0-7]{3})", lambda m: chr(int(m[1], 8)), line.split()[4]))
-        if point == root or root in point.parents:
-            found.append(point)
+    points = [m.point for m in parse_mountinfo(Path("/proc/self/mountinfo").read_text())]
+    found = [p for p in points if p == root or root in p.parents]
     return sorted(found, key=lambda p: len(p.parts), reverse=True)
 
 
