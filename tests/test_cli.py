@@ -54,3 +54,26 @@ def test_a_role_and_the_mcp_helper_start_without_the_memory_commands_imports() -
     )
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_a_plugins_mcp_server_imports_only_its_own_tools_libraries() -> None:
+    # A session runs one `maxy mcp` per plugin: the memory plugin's must not hold Telegram's
+    # library, the web's HTML converter, the date parser or the admin tools (with httpx).
+    heavy = ("telegram", "bs4", "markdownify", "dateparser", "appliance.mcp.admin")
+    probe = (
+        "import sys; from appliance.mcp import server; from appliance.mcp.tools import tools_of;"
+        " plugin = sys.argv[1]; assert tools_of(plugin);"
+        f" print(sorted(m for m in {heavy!r} if m in sys.modules))"
+    )
+    loaded = {
+        plugin: subprocess.run(
+            [sys.executable, "-c", probe, plugin], capture_output=True, text=True, check=True
+        ).stdout.strip()
+        for plugin in ("memory", "contacts", "projects", "web")
+    }
+    assert loaded == {
+        "memory": "[]",
+        "contacts": "[]",
+        "projects": "[]",
+        "web": "['bs4', 'markdownify']",
+    }

@@ -11,7 +11,8 @@ A tool is one of two kinds:
   :mod:`appliance.mcp.telegram`.
 
 A plugin with many tools keeps them in a module of its own (:mod:`appliance.mcp.scheduling`,
-:mod:`appliance.mcp.work` for projects and tasks) whose tuples are added to :data:`TOOLS`.
+:mod:`appliance.mcp.work` for projects and tasks) that :data:`TABLES` names; only the server of
+that plugin imports it.
 
 ``maxy mcp --plugin NAME`` serves the tools whose ``plugin`` is NAME; each plugin's ``PLUGIN.md``
 lists the same names (a test holds the two equal).
@@ -19,7 +20,9 @@ lists the same names (a test holds the two equal).
 
 from __future__ import annotations
 
-from appliance.mcp import admin, documents, scheduling, telegram, web, whatsapp, work
+from collections.abc import Callable
+
+from appliance.mcp import documents
 from appliance.mcp.tool import (
     ALWAYS_LOAD,
     LARGE_RESULT,
@@ -246,31 +249,81 @@ CONTACTS_TOOLS: tuple[Tool, ...] = (
     ),
 )
 
-# Every plugin's tools, in one table (a plugin's module adds its tuple here).
-TOOLS: tuple[Tool, ...] = (
-    MEMORY_TOOLS
-    + web.TOOLS
-    + admin.TOOLS
+
+# Each plugin's tools, imported only by the server that serves them: a session runs one `maxy mcp`
+# per plugin, and the memory plugin's server need not hold the web's HTML converter, Telegram's
+# library or the date parser (each plugin's module imports its own; `just bench-memory` shows
+# the servers' size).
+def _web() -> tuple[Tool, ...]:
+    from appliance.mcp import web
+
+    return web.TOOLS
+
+
+def _admin() -> tuple[Tool, ...]:
+    from appliance.mcp import admin
+
+    return admin.TOOLS
+
+
+def _scheduling() -> tuple[Tool, ...]:
     # scheduling: the time, times in words, events and reminders
-    + scheduling.TOOLS
-    # contacts: the owner's people
-    + CONTACTS_TOOLS
+    from appliance.mcp import scheduling
+
+    return scheduling.TOOLS
+
+
+def _projects() -> tuple[Tool, ...]:
     # projects and tasks: the owner's work and the ready set
-    + work.PROJECT_TOOLS
-    + work.TASK_TOOLS
+    from appliance.mcp import work
+
+    return work.PROJECT_TOOLS
+
+
+def _tasks() -> tuple[Tool, ...]:
+    from appliance.mcp import work
+
+    return work.TASK_TOOLS
+
+
+def _telegram() -> tuple[Tool, ...]:
     # telegram: the owner's bot (chats, a message to one, its token)
-    + telegram.TOOLS
+    from appliance.mcp import telegram
+
+    return telegram.TOOLS
+
+
+def _whatsapp() -> tuple[Tool, ...]:
     # whatsapp: the owner's linked device (chats, a message to one, a chat export's import)
-    + whatsapp.TOOLS
-)
-BY_NAME = {tool.name: tool for tool in TOOLS}
+    from appliance.mcp import whatsapp
+
+    return whatsapp.TOOLS
+
+
+TABLES: dict[str, Callable[[], tuple[Tool, ...]]] = {
+    "memory": lambda: MEMORY_TOOLS,
+    "contacts": lambda: CONTACTS_TOOLS,
+    "web": _web,
+    "admin": _admin,
+    "scheduling": _scheduling,
+    "projects": _projects,
+    "tasks": _tasks,
+    "telegram": _telegram,
+    "whatsapp": _whatsapp,
+}
 
 
 def tools_of(plugin: str) -> tuple[Tool, ...]:
     """The tools one plugin's MCP server serves (empty for a plugin of no tools)."""
-    return tuple(tool for tool in TOOLS if tool.plugin == plugin)
+    table = TABLES.get(plugin)
+    return tuple(tool for tool in table() if tool.plugin == plugin) if table else ()
+
+
+def all_tools() -> tuple[Tool, ...]:
+    """Every plugin's tools, in one table (this imports every plugin's module)."""
+    return tuple(tool for plugin in TABLES for tool in tools_of(plugin))
 
 
 def plugins_with_tools() -> list[str]:
     """The plugins whose tools live in this table, sorted."""
-    return sorted({tool.plugin for tool in TOOLS})
+    return sorted(TABLES)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pydantic
 import pytest
 
-from appliance.mcp.tools import TOOLS
+from appliance.mcp.tools import all_tools
 from appliance.rpc import engine as api
 from appliance.rpc.contract import Method, Request, Response
 from appliance.rpc.protocol import BadParams
@@ -50,7 +50,7 @@ def test_an_answer_with_an_undeclared_key_is_refused() -> None:
 
 
 def test_tool_schemas_expose_their_arguments_never_the_caller() -> None:
-    for tool in TOOLS:
+    for tool in all_tools():
         if tool.method is not None:  # engine-backed: exactly the arguments forwarded to the engine
             assert set(tool.schema["properties"]) == set(tool.forwarded), tool.name
         assert "caller" not in tool.schema["properties"] and "$defs" not in tool.schema, tool.name
