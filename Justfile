@@ -88,7 +88,7 @@ lock: (bootstrap "run")
 build: bootstrap
     {{root}}/build/build.sh
 
-# Build dist/arm64/maxy (Raspberry Pi): natively on arm64; on x86-64 (root) cross + qemu-user chroot.
+# Build dist/arm64/maxy-onedir (Raspberry Pi; --onefile: dist/arm64/maxy): natively on arm64; on x86-64 (root) cross + qemu-user chroot.
 build-arm64 *args: bootstrap
     {{root}}/build/build-arm64.sh {{args}}
 

@@ -1,7 +1,13 @@
 #!/usr/bin/env bash
-# Build the arm64 (Raspberry Pi 4/5, 64-bit) `maxy` into dist/arm64/maxy (--onedir: maxy-onedir/).
+# Build the arm64 (Raspberry Pi 4/5, 64-bit) `maxy` into dist/arm64/maxy-onedir/ (--onefile:
+# dist/arm64/maxy).
 #
-#   build/build-arm64.sh [--onedir]      (called by `just build-arm64`)
+#   build/build-arm64.sh [--onefile]     (called by `just build-arm64`)
+#
+# The one-directory form is the one the card carries: every role starts straight from it. A
+# one-file build unpacks itself into /tmp at every start, and the card's roles (five at once,
+# each unpacking ~200 MB) then fail with "Failed to extract …: decompression resulted in return
+# code -1" and never serve (seen on the arm64 card booted under qemu-system-aarch64).
 #
 # PyInstaller cannot cross-compile: it freezes the interpreter it runs in and reads the libraries
 # that interpreter loads. On an aarch64 machine build/build.sh runs natively (its own cache,
@@ -35,7 +41,11 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cache_root=${MAXY_CACHE_DIR:-$HOME/.cache/maxy}
 cache=$cache_root/arm64
-mode_args=("$@")
+case "${1:-}" in
+  "" | --onedir) mode_args=(--onedir) ;;
+  --onefile) mode_args=() ;;
+  *) printf '[build-arm64] FATAL unknown argument %s (usage: build-arm64.sh [--onefile])\n' "$1" >&2; exit 2 ;;
+esac
 mkdir -p "$cache" "$root/dist/arm64"
 # What the build root adds to the image's base: the build venv, libpython for PyInstaller's
 # bootloader, objdump/ldd for its dependency analysis, and llama.cpp's OpenMP runtime.
@@ -51,7 +61,7 @@ die() { printf '[build-arm64] FATAL %s\n' "$*" >&2; exit 1; }
 if [ "$(uname -m)" = aarch64 ]; then
   say "op=native release=$(. /etc/os-release && echo "${VERSION_CODENAME:-unknown}")"
   MAXY_CACHE_DIR=$cache MAXY_DIST_DIR=$root/dist/arm64 MAXY_BUILD_OUT=$cache/out \
-    exec "$root/build/build.sh" "$@"
+    exec "$root/build/build.sh" "${mode_args[@]}"
 fi
 [ "$(uname -m)" = x86_64 ] || die "the arm64 build runs on aarch64 or x86_64, not $(uname -m)"
 [ "$(id -u)" = 0 ] || die "the arm64 build chroots into an arm64 Debian root: run it as root"

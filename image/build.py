@@ -412,7 +412,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--arch", choices=sorted(DEBIAN_ARCH), default="x86-64")
     parser.add_argument("--out", type=Path, default=REPO / "dist" / "image")
     parser.add_argument("--version", default=None, help="release version (default: pyproject's)")
-    parser.add_argument("--binary", type=Path, help="the maxy build (one file or one directory)")
+    parser.add_argument("--binary", type=Path, help="the maxy build (its one-directory form)")
     parser.add_argument(
         "--base",
         default="debian",

@@ -4,9 +4,10 @@ Each input is located (and, where the cache can make it, made) here, checked, an
 an :class:`Inputs` record whose ``fingerprint()`` keys the build's output cache.
 
 - ``maxy``: the one-directory form of the frozen binary (``build/build.sh --onedir``;
-  README "Building the binary" says why), or the one-file form; ``--binary`` names either. For
-  x86-64 on an x86-64 builder ``dist/maxy-onedir`` is rebuilt when any of its sources is newer;
-  the arm64 build comes from ``just build-arm64`` on an arm64 builder (``dist/arm64/``). The ELF
+  README "Building the binary" says why); a one-file build is refused, since it unpacks itself
+  into /tmp at every start and the card's roles then fail. For x86-64 on an x86-64 builder
+  ``dist/maxy-onedir`` is rebuilt when any of its sources is newer; the arm64 one is
+  ``dist/arm64/maxy-onedir`` from ``just build-arm64`` (natively, or as root on x86-64). The ELF
   header's machine field must match the image's architecture.
 - Neo4j: the jars ``build/neo4j.py`` fetched into ``$MAXY_CACHE_DIR/neo4j/<version>``, checked
   against their SHA256SUMS; installed as ``/opt/maxy/neo4j/<version>`` so that the launcher
@@ -130,7 +131,7 @@ def _newest_source() -> float:
 
 
 def locate_binary(arch: str, given: Path | None) -> Binary:
-    """The binary for ``arch``: ``given``, else dist/ (rebuilding the x86-64 one when stale)."""
+    """The binary for ``arch``: ``given``, else dist/ (rebuilt when older than its sources)."""
     if given is not None:
         binary = Binary(given.resolve())
         if not binary.executable.is_file():
@@ -149,11 +150,15 @@ def locate_binary(arch: str, given: Path | None) -> Binary:
                     raise BuildFailed("build/build.sh --onedir failed (see its output above).")
         binary = Binary(onedir)
     else:
-        candidates = [REPO / "dist" / "arm64" / "maxy-onedir", REPO / "dist" / "arm64" / "maxy"]
-        found = next((c for c in candidates if (c / "maxy" if c.is_dir() else c).is_file()), None)
-        if found is None or (found.name == "maxy" and found.stat().st_mtime < _newest_source()):
-            found = _build_arm64(found)
-        binary = Binary(found)
+        binary = Binary(_build_arm64())
+    if not binary.onedir:
+        # A one-file build unpacks itself into /tmp at every start: the card's roles, five at
+        # once, then fail ("Failed to extract …") and never serve.
+        raise InputMissing(
+            f"{binary.path} is the one-file form of maxy; a card carries the one-directory "
+            "form (`build/build.sh --onedir` makes dist/maxy-onedir, `just build-arm64` makes "
+            "dist/arm64/maxy-onedir). Pass that directory with --binary."
+        )
     machine = elf_machine(binary.executable)
     if machine != ELF_MACHINE[arch]:
         raise InputMissing(
@@ -163,27 +168,30 @@ def locate_binary(arch: str, given: Path | None) -> Binary:
     return binary
 
 
-def _build_arm64(current: Path | None) -> Path:
-    """dist/arm64/maxy made (or remade, when older than its sources) by build/build-arm64.sh."""
+def _build_arm64() -> Path:
+    """dist/arm64/maxy-onedir, made (or remade, when older than its sources) by
+    build/build-arm64.sh."""
+    onedir = REPO / "dist" / "arm64" / "maxy-onedir"
+    main = onedir / "maxy"
     if os.geteuid() != 0 and HOST_ARCH != "arm64":
-        if current is not None:
-            return current  # older than the sources, but the one there is
+        if main.is_file():
+            return onedir  # older than the sources, maybe, but the one there is
         raise InputMissing(
-            "No arm64 maxy binary: dist/arm64/maxy is absent, and build/build-arm64.sh needs root "
-            "on x86-64 (it chroots into the arm64 base). Run `sudo -E just build-arm64` once, or "
-            "pass --binary PATH (--without-binary builds every other layer, for checking them)."
+            "No arm64 maxy binary: dist/arm64/maxy-onedir is absent, and build/build-arm64.sh "
+            "needs root on x86-64 (it chroots into the arm64 base). Run `sudo -E just "
+            "build-arm64` once, or pass --binary DIR (--without-binary builds every other "
+            "layer, for checking them)."
         )
     lock_path = REPO / "build" / "out" / ".build-arm64.lock"  # shared with tests/support/frozen.py
     lock_path.parent.mkdir(parents=True, exist_ok=True)
     with lock_path.open("w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        target = REPO / "dist" / "arm64" / "maxy"
-        if not target.is_file() or target.stat().st_mtime < _newest_source():
+        if not main.is_file() or main.stat().st_mtime < _newest_source():
             log.info("[image] op=build-binary arch=arm64 (missing or older than its sources)")
             done = subprocess.run([str(REPO / "build" / "build-arm64.sh")], check=False)
             if done.returncode != 0:
                 raise BuildFailed("build/build-arm64.sh failed (see its output above).")
-    return target
+    return onedir
 
 
 def neo4j_distribution(cache_dir: Path, version: str) -> Path:

@@ -1,4 +1,5 @@
-"""The arm64 `maxy` (dist/arm64/maxy, built on x86-64) runs under qemu-user, embeds as x86-64 does.
+"""The arm64 `maxy` (dist/arm64/maxy-onedir, built on x86-64) runs under qemu-user and embeds as
+x86-64 does.
 
 The binary comes from build/build-arm64.sh (cached: a few minutes when only the sources changed)
 and runs through binfmt_misc and qemu-user-static, as the card's programs would run on a Pi.
@@ -28,7 +29,7 @@ ARM64_ROOT = CACHE / "arm64" / "root"  # made by build/build-arm64.sh
 
 @pytest.fixture(scope="module")
 def binary(request: pytest.FixtureRequest) -> Path:
-    """dist/arm64/maxy, built (or reused from the cache) by build/build-arm64.sh."""
+    """dist/arm64/maxy-onedir/maxy, built (or reused from the cache) by build/build-arm64.sh."""
     if platform.machine() not in ("x86_64", "aarch64"):
         pytest.skip(f"the arm64 build runs on x86_64 or aarch64, not {platform.machine()}")
     reporter = request.config.pluginmanager.get_plugin("terminalreporter")

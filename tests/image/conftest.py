@@ -9,10 +9,10 @@ the card. The first build of a Debian base (debootstrap, root) is cached the sam
 ``MAXY_IMAGE_BINARY`` puts a given maxy build on the x86-64 card instead of ``dist/``.
 
 arm64: the Debian arm64 base is assembled under qemu-user-static here, and the arm64 ``maxy``
-(``dist/arm64/maxy``) is built here too when missing, by build/build-arm64.sh (a cross-compiled
-llama.cpp wheel, PyInstaller in a chroot of that base under qemu-user; needs root on x86-64).
-Without root and without a build the arm64 image is built ``--without-binary`` and the binary
-checks skip, saying so, while every other layer is checked.
+(``dist/arm64/maxy-onedir``) is built here too when missing, by build/build-arm64.sh (a
+cross-compiled llama.cpp wheel, PyInstaller in a chroot of that base under qemu-user; needs root
+on x86-64). Without root and without a build the arm64 image is built ``--without-binary`` and
+the binary checks skip, saying so, while every other layer is checked.
 """
 
 from __future__ import annotations
@@ -37,16 +37,16 @@ from tests.support.processes import REPO
 
 CACHE = Path(os.environ.get("MAXY_CACHE_DIR", "~/.cache/maxy")).expanduser()
 PRESET = Path(__file__).with_name("preset.json")
-ARM64_BUILDS = (REPO / "dist" / "arm64" / "maxy-onedir" / "maxy", REPO / "dist" / "arm64" / "maxy")
+ARM64_BUILD = REPO / "dist" / "arm64" / "maxy-onedir" / "maxy"
 
 
 def arm64_binary_missing() -> str | None:
     """Why the arm64 image has no maxy binary here, or None when there is (or will be) one.
 
-    The image build makes dist/arm64/maxy with build/build-arm64.sh when it is missing (cross
+    The image build makes dist/arm64/maxy-onedir with build/build-arm64.sh when it is missing (cross
     wheel plus a chroot into the arm64 base under qemu-user): that needs root on x86-64.
     """
-    if any(path.is_file() for path in ARM64_BUILDS):
+    if ARM64_BUILD.is_file():
         return None
     if os.geteuid() == 0 or platform.machine() == "aarch64":
         return None
@@ -138,7 +138,7 @@ def report(request: pytest.FixtureRequest, line: str) -> None:
 def build_card(arch: str, into: Path, request: pytest.FixtureRequest) -> Card:
     """Build (or reuse) the test image of ``arch`` and take it apart."""
     missing = arm64_binary_missing() if arch == "arm64" else None
-    # MAXY_IMAGE_BINARY: a maxy build (one file or one directory) to put on the x86-64 card
+    # MAXY_IMAGE_BINARY: a maxy build (its one-directory form) to put on the x86-64 card
     # instead of dist/ (e.g. one whose llama.cpp was compiled without -march=native).
     given = os.environ.get("MAXY_IMAGE_BINARY") if arch == "x86-64" else None
     wanted = image_build.Request(

@@ -12,7 +12,7 @@ import pytest
 
 from image import base, tools
 from image.errors import BuildFailed, InputMissing
-from image.inputs import check_preset
+from image.inputs import check_preset, locate_binary
 from tests.image.conftest import unprivileged
 from tests.support.processes import REPO
 
@@ -121,3 +121,12 @@ def test_a_killed_step_leaves_nothing_mounted_and_a_leftover_mount_is_released(
     assert tools.mounts_under(tmp_path) == [work / "root" / "proc"]
     tools.release_mounts(work)
     assert tools.mounts_under(tmp_path) == []
+
+
+def test_a_one_file_maxy_is_refused_for_a_card(tmp_path: Path) -> None:
+    # It would unpack itself into /tmp at every start; the card's roles then fail to start.
+    onefile = tmp_path / "maxy"
+    onefile.write_bytes(b"\x7fELF")
+    onefile.chmod(0o755)
+    with pytest.raises(InputMissing, match="one-directory form"):
+        locate_binary("x86-64", onefile)

@@ -1,4 +1,5 @@
-"""Building the frozen binaries for tests: dist/maxy and dist/arm64/maxy, when missing or stale.
+"""Building the frozen binaries for tests: dist/maxy and dist/arm64/maxy-onedir, when missing or
+stale.
 
 `build/build.sh` is called when dist/maxy is missing or older than any file it is made from
 (about a minute the first time, the build virtualenv is then reused); a lock keeps two test
@@ -26,7 +27,7 @@ import pytest
 from tests.support.processes import REPO
 
 DIST = REPO / "dist" / "maxy"
-ARM64 = REPO / "dist" / "arm64" / "maxy"
+ARM64 = REPO / "dist" / "arm64" / "maxy-onedir" / "maxy"  # the form the card carries
 # What the binary is made of; editing any of it makes dist/maxy stale.
 SOURCES = [
     REPO / "appliance",
@@ -122,7 +123,8 @@ def stop_arm64_build(build: subprocess.Popen[bytes]) -> None:
 
 
 def arm64_binary(reporter: pytest.TerminalReporter | None) -> Path:
-    """Build dist/arm64/maxy unless it is current (build/build-arm64.sh: cross wheel + chroot)."""
+    """Build dist/arm64/maxy-onedir unless it is current (build/build-arm64.sh: a cross wheel,
+    PyInstaller in a chroot)."""
     lock_path = ARM64_LOCK
     lock_path.parent.mkdir(parents=True, exist_ok=True)
     with lock_path.open("w") as lock:
@@ -144,6 +146,7 @@ def arm64_binary(reporter: pytest.TerminalReporter | None) -> Path:
             pytest.fail(f"build/build-arm64.sh failed ({reason}):\n{done.stdout}\n{done.stderr}")
         if reporter is not None:
             reporter.write_line(
-                f"[binary] built dist/arm64/maxy in {time.monotonic() - started:.0f} s ({reason})"
+                f"[binary] built dist/arm64/maxy-onedir in {time.monotonic() - started:.0f} s "
+                f"({reason})"
             )
     return ARM64
