@@ -97,3 +97,17 @@ def test_missing_or_damaged_jars_say_how_to_fetch_them(tmp_path: Path) -> None:
     assert verify_distribution(copy) == 1  # the quick check only compares sizes
     with pytest.raises(DistributionMissing, match="fails its checksum"):
         verify_distribution(copy, full=True)
+
+
+@pytest.mark.parametrize(
+    ("heap", "collector"),
+    [("512m", "-XX:+UseSerialGC"), ("1g", "-XX:+UseSerialGC"), ("2g", "-XX:+UseG1GC")],
+)
+def test_a_small_heap_is_collected_serially_a_large_one_by_g1(
+    tmp_path: Path, heap: str, collector: str
+) -> None:
+    env = {**base_environ(), "MAXY_DATA_DIR": str(tmp_path), "MAXY_NEO4J_HEAP": heap}
+    command = Neo4jInstance.from_settings(load_settings(env), env).command()
+    assert f"-Xmx{heap}" in command
+    assert collector in command
+    assert len([flag for flag in command if flag.startswith("-XX:+Use") and "GC" in flag]) == 1
