@@ -20,7 +20,7 @@ lists the same names (a test holds the two equal).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import importlib
 
 from appliance.mcp import documents
 from appliance.mcp.tool import (
@@ -250,73 +250,34 @@ CONTACTS_TOOLS: tuple[Tool, ...] = (
 )
 
 
-# Each plugin's tools, imported only by the server that serves them: a session runs one `maxy mcp`
-# per plugin, and the memory plugin's server need not hold the web's HTML converter, Telegram's
-# library or the date parser (each plugin's module imports its own; `just bench-memory` shows
-# the servers' size).
-def _web() -> tuple[Tool, ...]:
-    from appliance.mcp import web
-
-    return web.TOOLS
-
-
-def _admin() -> tuple[Tool, ...]:
-    from appliance.mcp import admin
-
-    return admin.TOOLS
-
-
-def _scheduling() -> tuple[Tool, ...]:
+# Where each plugin's tools live: (module, the tuple in it). A server imports only its own
+# plugin's module: a session runs one `maxy mcp` per plugin, and the memory plugin's server need
+# not hold the web's HTML converter, Telegram's library or the date parser (`just bench-memory`
+# shows the servers' size). The frozen binary holds every appliance module (build/maxy.spec).
+TABLES: dict[str, tuple[str, str]] = {
+    "memory": (__name__, "MEMORY_TOOLS"),
+    "contacts": (__name__, "CONTACTS_TOOLS"),
+    "web": ("appliance.mcp.web", "TOOLS"),
+    "admin": ("appliance.mcp.admin", "TOOLS"),
     # scheduling: the time, times in words, events and reminders
-    from appliance.mcp import scheduling
-
-    return scheduling.TOOLS
-
-
-def _projects() -> tuple[Tool, ...]:
+    "scheduling": ("appliance.mcp.scheduling", "TOOLS"),
     # projects and tasks: the owner's work and the ready set
-    from appliance.mcp import work
-
-    return work.PROJECT_TOOLS
-
-
-def _tasks() -> tuple[Tool, ...]:
-    from appliance.mcp import work
-
-    return work.TASK_TOOLS
-
-
-def _telegram() -> tuple[Tool, ...]:
+    "projects": ("appliance.mcp.work", "PROJECT_TOOLS"),
+    "tasks": ("appliance.mcp.work", "TASK_TOOLS"),
     # telegram: the owner's bot (chats, a message to one, its token)
-    from appliance.mcp import telegram
-
-    return telegram.TOOLS
-
-
-def _whatsapp() -> tuple[Tool, ...]:
+    "telegram": ("appliance.mcp.telegram", "TOOLS"),
     # whatsapp: the owner's linked device (chats, a message to one, a chat export's import)
-    from appliance.mcp import whatsapp
-
-    return whatsapp.TOOLS
-
-
-TABLES: dict[str, Callable[[], tuple[Tool, ...]]] = {
-    "memory": lambda: MEMORY_TOOLS,
-    "contacts": lambda: CONTACTS_TOOLS,
-    "web": _web,
-    "admin": _admin,
-    "scheduling": _scheduling,
-    "projects": _projects,
-    "tasks": _tasks,
-    "telegram": _telegram,
-    "whatsapp": _whatsapp,
+    "whatsapp": ("appliance.mcp.whatsapp", "TOOLS"),
 }
 
 
 def tools_of(plugin: str) -> tuple[Tool, ...]:
     """The tools one plugin's MCP server serves (empty for a plugin of no tools)."""
-    table = TABLES.get(plugin)
-    return tuple(tool for tool in table() if tool.plugin == plugin) if table else ()
+    if plugin not in TABLES:
+        return ()
+    module, name = TABLES[plugin]
+    table: tuple[Tool, ...] = getattr(importlib.import_module(module), name)
+    return tuple(tool for tool in table if tool.plugin == plugin)
 
 
 def all_tools() -> tuple[Tool, ...]:
