@@ -47,15 +47,15 @@ log = logging.getLogger(__name__)
 MAIN_CLASS = "org.neo4j.server.Neo4jCommunity"
 ADMIN_CLASS = "org.neo4j.cli.AdminTool"
 SUMS_FILE = "SHA256SUMS"
-# A write the full disk cut short leaves a torn entry at the end of the transaction log, and
-# Neo4j then refuses to recover ("Unreadable bytes are encountered after last readable
-# position"). That transaction failed (it was never acknowledged), so the one start after such a
-# stop may drop it; every other start keeps refusing a damaged log.
 # The collector by heap size. Up to 1 GiB (the card's 512m) the serial collector: a heap that
 # small is collected in short pauses, and G1's regions, remembered sets and marking bitmaps
 # cost the appliance memory it does not have. `just bench-memory` at 100k nodes, 512m heap:
 # Neo4j 769 MB idle and 853 MB at an ingest's peak with it, 965 and 1,017 MB with G1.
 SERIAL_GC_MAX_HEAP = 1 << 30
+# A write the full disk cut short leaves a torn entry at the end of the transaction log, and
+# Neo4j then refuses to recover ("Unreadable bytes are encountered after last readable
+# position"). That transaction failed (it was never acknowledged), so the one start after such a
+# stop may drop it; every other start keeps refusing a damaged log.
 TRUNCATE_TORN_LOG = "internal.dbms.tx_log.fail_on_corrupted_log_files=false"
 
 
