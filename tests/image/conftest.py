@@ -33,11 +33,10 @@ import pytest
 from image import build as image_build
 from image.errors import NeedsRoot, ToolMissing
 from image.tools import copy_out, sfdisk_read
-from tests.support.processes import REPO
+from tests.support.frozen import ARM64
 
 CACHE = Path(os.environ.get("MAXY_CACHE_DIR", "~/.cache/maxy")).expanduser()
 PRESET = Path(__file__).with_name("preset.json")
-ARM64_BUILD = REPO / "dist" / "arm64" / "maxy-onedir" / "maxy"
 
 
 def arm64_binary_missing() -> str | None:
@@ -46,7 +45,7 @@ def arm64_binary_missing() -> str | None:
     The image build makes dist/arm64/maxy-onedir with build/build-arm64.sh when it is missing (cross
     wheel plus a chroot into the arm64 base under qemu-user): that needs root on x86-64.
     """
-    if ARM64_BUILD.is_file():
+    if ARM64.is_file():
         return None
     if os.geteuid() == 0 or platform.machine() == "aarch64":
         return None
