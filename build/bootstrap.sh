@@ -62,7 +62,7 @@ mkdir -p "$cache"
 exec 9>"$cache/.bootstrap.lock"
 flock 9
 
-# 1. llama-cpp-python: compile once per machine (about 8 minutes on 2 cores), for every CPU of
+# 1. llama-cpp-python: compile once per machine (about 2 minutes on 2 cores), for every CPU of
 #    this architecture rather than this one (build/llama-wheel.sh says why).
 wheels=$(PYTHON=$python MAXY_CACHE_DIR=$cache "$root/build/llama-wheel.sh")
 

@@ -21,9 +21,10 @@
 #    card's own userland) is unpacked once into a build root, plus the packages PyInstaller needs
 #    (CHROOT_PACKAGES), installed under qemu-user-static; the root is keyed by the base and that
 #    list.
-# 3. llama-cpp-python, the one compiled dependency, is cross-compiled natively for armv8-a with
-#    Debian's aarch64 cross toolchain (build/llama-wheel.sh, MAXY_WHEEL_ARCH=aarch64; ~10 min once,
-#    cached in $MAXY_CACHE_DIR/arm64/wheels/armv8-a-<key>).
+# 3. llama-cpp-python, the one compiled dependency, is cross-compiled natively for armv8-a (and
+#    armv8.2-a with the dot product, a Pi 5) with Debian's aarch64 cross toolchain
+#    (build/llama-wheel.sh, MAXY_WHEEL_ARCH=aarch64; ~2 min once, cached in
+#    $MAXY_CACHE_DIR/arm64/wheels/armv8-a+-<key>).
 # 4. The arm64 build virtualenv is filled natively: its skeleton is what `python3 -m venv
 #    --without-pip` makes, and the host's pip installs the wheelhouse and the llama wheel into its
 #    site-packages for CPython 3.11 on aarch64 (wheels are only unpacked: nothing of them runs),

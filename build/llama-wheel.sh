@@ -6,9 +6,21 @@
 #   MAXY_WHEEL_ARCH=aarch64 build/llama-wheel.sh   the arm64 wheel, cross-compiled on x86-64
 #
 # llama.cpp's default (GGML_NATIVE) compiles for the build CPU: a binary built on an AVX-512
-# machine dies of an illegal instruction on a mini PC, or under qemu, without it. The flavours:
-#   x86-64-v3  AVX, AVX2, BMI2, FMA, F16C (every x86-64 CPU since 2013-2015); no AVX-512
-#   armv8-a    the Raspberry Pi 4's Cortex-A72 and everything newer (no dot-product extension)
+# machine dies of an illegal instruction on a mini PC, or under qemu, without it. Instead its CPU
+# code is compiled several times, once per processor generation, each a library of its own
+# (GGML_BACKEND_DL): libggml-cpu-<variant>.so beside libllama. At run time ggml scores each
+# against the CPU and loads the best (appliance/memory/embedder.py, load_cpu_backend). The
+# variants, lowest first (ggml's own names and feature sets, a subset of GGML_CPU_ALL_VARIANTS):
+#   x86-64 (flavour x86-64-v3+)
+#     haswell    AVX, AVX2, BMI2, FMA, F16C: every x86-64 CPU since 2013-2015, qemu's TCG
+#     alderlake  + AVX-VNNI: Intel N100-class mini PCs and 12th-generation Core
+#     icelake    + AVX-512 (F, VBMI, VNNI): Ice Lake and later Xeons and Cores, AMD Zen 4 and 5;
+#                 on a 2-vCPU Xeon it embeds a batch 1.5x as fast as haswell (README, Embeddings)
+#   arm64 (flavour armv8-a+)
+#     armv8.0_1  the Raspberry Pi 4's Cortex-A72 (no dot-product extension)
+#     armv8.2_2  + dot product and half-precision arithmetic: the Pi 5's Cortex-A76
+# Left out: sapphirerapids (AMX: an illegal instruction on a VM that reports AMX but does not
+# grant it), and the generations below haswell and the server Arm cores, which Maxy never runs on.
 # Both leave out llama-cpp-python's multimodal library (LLAVA_BUILD=OFF: libmtmd, loaded only by
 # its image chat handlers, which an embedder never imports): 51 of the 178 translation units
 # (12% of the source bytes) not compiled, and not carried by the binary. And llama.cpp's `common`
@@ -35,15 +47,20 @@ die() { printf '[llama-wheel] FATAL %s\n' "$*" >&2; exit 1; }
 
 host=$(uname -m)
 target=${MAXY_WHEEL_ARCH:-$host}
+# Each variant as "name FEATURE ...", the arguments of ggml's ggml_add_cpu_backend_variant.
 case "$target" in
   x86_64)
-    flavour=x86-64-v3
-    flags="-DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_BMI2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_AVX512=OFF -DGGML_AVX_VNNI=OFF -DLLAVA_BUILD=OFF -DLLAMA_BUILD_COMMON=OFF" ;;
+    flavour=x86-64-v3+
+    variants="haswell SSE42 AVX F16C FMA AVX2 BMI2
+alderlake SSE42 AVX F16C FMA AVX2 BMI2 AVX_VNNI
+icelake SSE42 AVX F16C FMA AVX2 BMI2 AVX512 AVX512_VBMI AVX512_VNNI" ;;
   aarch64)
-    flavour=armv8-a
-    flags="-DGGML_NATIVE=OFF -DGGML_CPU_ARM_ARCH=armv8-a -DLLAVA_BUILD=OFF -DLLAMA_BUILD_COMMON=OFF" ;;
+    flavour=armv8-a+
+    variants="armv8.0_1
+armv8.2_2 DOTPROD FP16_VECTOR_ARITHMETIC" ;;
   *) die "no portable llama.cpp flavour for $target; Maxy builds on x86_64 and aarch64" ;;
 esac
+flags="-DGGML_NATIVE=OFF -DGGML_BACKEND_DL=ON -DGGML_CPU_ALL_VARIANTS=ON -DLLAVA_BUILD=OFF -DLLAMA_BUILD_COMMON=OFF"
 cross=
 if [ "$target" != "$host" ]; then
   [ "$host/$target" = x86_64/aarch64 ] || die "cross-compiling is set up for x86_64 -> aarch64 only"
@@ -54,15 +71,16 @@ fi
 
 # The directory is keyed by the version and flags, so wheels made with other flags (an older
 # checkout, another branch) stay beside it instead of being rebuilt over; one compile at a time.
-dir=$cache/wheels/$flavour-$(echo "$version $flags" | sha256sum | cut -c1-12)
+made="$version $flags $(echo "$variants" | tr '\n' ',')"
+dir=$cache/wheels/$flavour-$(echo "$made" | sha256sum | cut -c1-12)
 mkdir -p "$cache/wheels"
 exec 8>"$dir.lock"
 flock 8
 if ! ls "$dir"/llama_cpp_python-"$version"-*.whl >/dev/null 2>&1 ||
-   [ "$(cat "$dir/FLAGS" 2>/dev/null)" != "$version $flags" ]; then
+   [ "$(cat "$dir/FLAGS" 2>/dev/null)" != "$made" ]; then
   command -v gcc >/dev/null && command -v g++ >/dev/null ||
     die "A C/C++ compiler is needed to build llama-cpp-python: apt-get install build-essential cmake"
-  say "op=compile package=llama-cpp-python version=$version flavour=$flavour cross=${cross:+$target} (once per machine, ~8 min)"
+  say "op=compile package=llama-cpp-python version=$version flavour=$flavour cross=${cross:+$target} (once per machine, ~2 min on 2 cores)"
   rm -rf "$dir" && mkdir -p "$dir"
   src=$dir.src
   rm -rf "$src" && mkdir -p "$src"
@@ -78,6 +96,24 @@ if ! ls "$dir"/llama_cpp_python-"$version"-*.whl >/dev/null 2>&1 ||
   sed -i 's/set(LLAMA_BUILD_COMMON ON CACHE BOOL/set(LLAMA_BUILD_COMMON OFF CACHE BOOL/' "$cmake_lists"
   grep -q 'set(LLAMA_BUILD_COMMON OFF CACHE BOOL' "$cmake_lists" ||
     die "llama-cpp-python $version's CMakeLists.txt no longer forces LLAMA_BUILD_COMMON: check $cmake_lists"
+  # Only Maxy's variants are compiled (ggml's list has 14 for x86 alone), and llama-cpp-python,
+  # which installs the single libggml-cpu by name, installs each of them beside libllama.
+  "$python" - "$src/llama_cpp_python-$version" "$variants" <<'PY' || die "cannot set the CPU variants in llama-cpp-python $version's CMake files"
+import pathlib, sys
+tree, variants = pathlib.Path(sys.argv[1]), sys.argv[2].splitlines()
+ggml = tree / "vendor/llama.cpp/ggml/src/CMakeLists.txt"
+text = ggml.read_text()
+start = text.index("if (GGML_CPU_ALL_VARIANTS)\n")
+end = text.index("elseif (GGML_CPU)\n", start)
+block = "".join(f"    ggml_add_cpu_backend_variant({v})\n" for v in variants)
+ggml.write_text(f"{text[:start]}if (GGML_CPU_ALL_VARIANTS)\n{block}{text[end:]}")
+python = tree / "CMakeLists.txt"
+text = python.read_text()
+anchor = "    llama_cpp_python_install_target(ggml-cpu)\n"
+assert anchor in text
+names = "".join(f"    llama_cpp_python_install_target(ggml-cpu-{v.split()[0]})\n" for v in variants)
+python.write_text(text.replace(anchor, anchor + names))
+PY
   CMAKE_ARGS="$flags $cross" CMAKE_BUILD_PARALLEL_LEVEL=${CMAKE_BUILD_PARALLEL_LEVEL:-2} \
     "$python" -m pip wheel --quiet --no-deps --no-cache-dir -w "$dir" "$src/llama_cpp_python-$version"
   rm -rf "$src"
@@ -104,6 +140,6 @@ wheel.unlink()
 PY
     echo "cross-compiled on $host with $(aarch64-linux-gnu-gcc --version | head -n1)" > "$dir/TOOLCHAIN"
   fi
-  echo "$version $flags" > "$dir/FLAGS"
+  echo "$made" > "$dir/FLAGS"
 fi
 echo "$dir"

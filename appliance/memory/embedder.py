@@ -25,6 +25,13 @@ so a query never waits for a bulk batch to finish. They do share the cores: a bu
 does not start while a query is being embedded (:class:`_Turns`), so a query shares the CPU with
 at most the one micro-batch already running (tens of milliseconds), never with an ingest's
 stream of them. Each method is safe to call from any thread.
+Which machine code runs: llama.cpp's CPU code is built for several processor generations, each a
+library beside libllama (``libggml-cpu-<variant>.so``, see build/llama-wheel.sh).
+:func:`load_cpu_backend` lets ggml score each against this CPU and load the best, once per
+process, before a model loads: the same binary uses AVX-512 where the CPU has it and AVX2
+where not, and on arm64 the dot-product and half-precision instructions of a Pi 5's
+Cortex-A76 but plain ARMv8-A on a Pi 4.
+
 Call :meth:`Embedder.close` before exit: llama-cpp-python's ``__del__`` raises at interpreter
 shutdown inside a frozen app.
 """
@@ -65,6 +72,47 @@ def clean_text(text: str | bytes, max_chars: int) -> str:
     if len(text) > max_chars:
         text = text[:max_chars]
     return _CONTROL.sub(" ", text)
+
+
+_backend_lock = threading.Lock()
+_backend_features: str | None = None
+
+
+def load_cpu_backend() -> str:
+    """Load llama.cpp's CPU backend built for this processor (once per process); return the
+    instruction sets it uses, e.g. ``AVX2 AVX512 AVX512_VNNI`` (see the module docstring).
+
+    Raises :class:`ModelLoadFailed` when none of the variants runs on this CPU.
+    """
+    global _backend_features
+    with _backend_lock:
+        if _backend_features is None:
+            import ctypes
+
+            import llama_cpp
+            from llama_cpp.llama_cpp import _lib
+
+            # Through libllama's own handle: ggml as libllama linked it. llama_cpp._ggml opens
+            # libggml.so by path, a second copy of the file with a registry of its own.
+            libggml = _lib
+            # ggml says which library it loaded through llama-cpp-python's logger, which prints
+            # every level until a Llama is made: the load line below says it, structured.
+            logging.getLogger("llama-cpp-python").setLevel(logging.ERROR)
+            libggml.ggml_backend_load_all_from_path.argtypes = [ctypes.c_char_p]
+            libggml.ggml_backend_load_all_from_path.restype = None
+            libggml.ggml_backend_reg_count.argtypes = []
+            libggml.ggml_backend_reg_count.restype = ctypes.c_size_t
+            folder = Path(llama_cpp.__file__).parent / "lib"
+            libggml.ggml_backend_load_all_from_path(str(folder).encode())
+            if libggml.ggml_backend_reg_count() == 0:
+                raise ModelLoadFailed(
+                    f"llama.cpp has no CPU backend that runs on this processor: none of the "
+                    f"libggml-cpu-*.so in {folder} does (the x86-64 build needs AVX2, the arm64 "
+                    "build ARMv8-A). Run Maxy on such a CPU."
+                )
+            info = llama_cpp.llama_print_system_info().decode(errors="replace")
+            _backend_features = " ".join(re.findall(r"(\w+) = 1", info))
+        return _backend_features
 
 
 class _Context:
@@ -178,6 +226,7 @@ class Embedder:
         from llama_cpp._internals import LlamaContext
 
         started = time.monotonic()
+        self.cpu_features = load_cpu_backend()
         try:
             self._llama: Any = llama_cpp.Llama(
                 model_path=str(model_path),
@@ -213,11 +262,12 @@ class Embedder:
         self.dimension: int = int(self._llama.n_embd())
         self.context_tokens: int = int(self._llama.n_ctx())
         log.info(
-            "[embed] op=load model=%s dim=%s ctx=%s threads=%s ms=%d",
+            "[embed] op=load model=%s dim=%s ctx=%s threads=%s cpu=%r ms=%d",
             self.model_name,
             self.dimension,
             self.context_tokens,
             self._llama.n_threads_batch,
+            self.cpu_features,
             (time.monotonic() - started) * 1000,
         )
 

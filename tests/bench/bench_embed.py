@@ -138,8 +138,10 @@ def llama_server(gguf: Path) -> Iterator[str]:
         server = subprocess.Popen(
             [
                 sys.executable,
-                "-m",
-                "llama_cpp.server",
+                "-c",
+                # The server loads the same CPU backend as the Embedder (embedder.load_cpu_backend).
+                "import runpy; from appliance.memory.embedder import load_cpu_backend; "
+                "load_cpu_backend(); runpy.run_module('llama_cpp.server', run_name='__main__')",
                 "--model",
                 str(gguf),
                 "--embedding",
@@ -292,7 +294,8 @@ def main() -> int:
     print(
         f"\nEmbedding benchmark: {gguf.name}, {cpus} CPUs (torch {torch_threads} threads), "
         f"{SINGLE_COUNT} single texts, {BATCH_COUNT} batches of {BATCH_SIZE}, "
-        f"load average {load_start:.2f} -> {load_end:.2f}"
+        f"load average {load_start:.2f} -> {load_end:.2f}\n"
+        f"llama.cpp CPU backend: {embedder.cpu_features}"
     )
     header = f"{'path':<36} {'single t/s':>10} {'p50 ms':>8} {'p95 ms':>8} {'batch t/s':>10}"
     print(header)
@@ -325,7 +328,12 @@ def main() -> int:
         f"target >= 0.9999  {'met' if cosine_min >= 0.9999 else 'not met'}"
     )
 
-    result: dict[str, object] = {"bench": "embed", "texts": source, "cpus": cpus}
+    result: dict[str, object] = {
+        "bench": "embed",
+        "texts": source,
+        "cpus": cpus,
+        "cpu_backend": embedder.cpu_features,
+    }
     for key, r in rows.items():
         for metric, value in r.items():
             result[f"{key}_{metric}"] = round(value, 3)

@@ -78,7 +78,7 @@ def test_embedding_matches_the_x86_64_reference(
     env = dict(base_environ(), MAXY_EMBED_MODEL=str(model_path))
     out = json.loads(run_arm64(binary, "embed", text, env=env))
     arm64 = np.asarray(out["vector"], dtype=np.float32)
-    x86_64 = embedder.embed(text)  # this process: the x86-64-v3 llama.cpp wheel
+    x86_64 = embedder.embed(text)  # this process: the x86-64 llama.cpp wheel
     reference = np.asarray(fixture["embeddings"][0], dtype=np.float32)
     assert arm64.shape == (384,)
     assert cosine(arm64, x86_64) >= 0.999

@@ -176,8 +176,8 @@ def check_healthy(run: Boot) -> None:
     assert "Hostname set to <maxy>" in log
     assert not run.llama_cannot_run, (
         "the engine died of an illegal instruction in llama.cpp: the binary's llama-cpp-python "
-        "was compiled for the build machine's CPU, not by build/llama-wheel.sh (portable "
-        f"x86-64-v3); console:\n{log[-6000:]}"
+        "was compiled for the build machine's CPU, not by build/llama-wheel.sh (one variant "
+        f"per processor generation); console:\n{log[-6000:]}"
     )
     assert run.status == 200, (
         f"no 200 from /healthz after {run.seconds:.0f} s (last: {run.status}); "

@@ -292,27 +292,47 @@ def test_cloudflared_is_on_path_for_the_architecture_and_in_the_record(card: Car
     assert env_file(card)["MAXY_CLOUDFLARED_BIN"] == "/usr/bin/cloudflared"
 
 
-def test_the_binarys_llama_cpp_runs_on_any_x86_64_v3_cpu(x86_card: Card, tmp_path: Path) -> None:
-    """No AVX-512 in llama.cpp's CPU backend: the card must run on a mini PC and under qemu."""
-    card = x86_card
+# llama.cpp's CPU code in the binary, once per processor generation (build/llama-wheel.sh): for
+# each variant, an instruction only it may hold (None: the baseline, which must hold none of the
+# others') and one the baseline must not.
+CPU_VARIANTS = {
+    "x86-64": {"haswell": None, "alderlake": "{vex}", "icelake": "%zmm"},
+    "arm64": {"armv8.0_1": None, "armv8.2_2": "sdot"},
+}
+OBJDUMP = {"x86-64": "objdump", "arm64": "aarch64-linux-gnu-objdump"}
+
+
+def test_the_binary_carries_llama_cpp_for_each_processor_generation(
+    card: Card, tmp_path: Path
+) -> None:
+    """The baseline variant runs on every CPU of the card's architecture (a mini PC, qemu, a
+    Pi 4); the others hold the newer instructions, loaded only where the CPU has them."""
     assert card.has_binary
-    internal = "/opt/maxy/lib/maxy/_internal"
-    found = [
-        e
-        for e in ext4_list(card.parts["root_a"], f"{internal}/llama_cpp/lib")
-        if e.name.startswith("libggml-cpu.so") and e.kind == "file"
-    ]
-    assert found, f"no libggml-cpu.so in {internal}/llama_cpp/lib"
-    library = tmp_path / found[0].name
-    library.write_bytes(ext4_read(card.parts["root_a"], f"{internal}/llama_cpp/lib/{library.name}"))
-    listing = subprocess.run(
-        ["objdump", "-d", "--no-show-raw-insn", str(library)],
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout
-    assert "%ymm" in listing  # AVX2 is used ...
-    assert "%zmm" not in listing  # ... AVX-512 never (build/llama-wheel.sh)
+    lib = "/opt/maxy/lib/maxy/_internal/llama_cpp/lib"
+    found = {
+        e.name.removeprefix("libggml-cpu-").removesuffix(".so")
+        for e in ext4_list(card.parts["root_a"], lib)
+        if e.name.startswith("libggml-cpu") and e.kind == "file"
+    }
+    variants = CPU_VARIANTS[card.arch]
+    assert found == set(variants), f"{lib} holds the CPU variants {sorted(found)}"
+    listings = {}
+    for name in variants:
+        library = tmp_path / f"libggml-cpu-{name}.so"
+        library.write_bytes(ext4_read(card.parts["root_a"], f"{lib}/{library.name}"))
+        listings[name] = subprocess.run(
+            [OBJDUMP[card.arch], "-d", "--no-show-raw-insn", str(library)],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+    baseline = next(name for name, marker in variants.items() if marker is None)
+    for name, marker in variants.items():
+        if marker is not None:
+            assert marker in listings[name], f"{name} has no {marker}"
+            assert marker not in listings[baseline], f"the baseline {baseline} has {marker}"
+    if card.arch == "x86-64":
+        assert "%ymm" in listings[baseline]  # AVX2 on every x86-64-v3 CPU
 
 
 def test_enable_follows_install_sections(tmp_path: Path) -> None:

@@ -110,3 +110,66 @@ def test_corrupt_model_is_a_load_error(tmp_path: Path) -> None:
     bad.write_bytes(b"GGUF" + b"\x00" * 64)
     with pytest.raises(ModelLoadFailed, match="could not load"):
         Embedder(bad)
+
+
+def _best_variant_here() -> str:
+    """The feature that marks the best of build/llama-wheel.sh's variants this CPU runs."""
+    flags = set()
+    for line in Path("/proc/cpuinfo").read_text().splitlines():
+        if line.startswith(("flags", "Features")):
+            flags |= set(line.partition(":")[2].split())
+    if {"avx512f", "avx512bw", "avx512vbmi", "avx512_vnni"} <= flags:
+        return "AVX512_VNNI"  # icelake
+    if "avx_vnni" in flags:
+        return "AVX_VNNI"  # alderlake
+    if {"asimddp", "asimdhp"} <= flags:
+        return "DOTPROD"  # armv8.2_2
+    return "AVX2" if "avx2" in flags else "NEON"  # haswell, armv8.0_1
+
+
+def test_the_cpu_backend_is_the_best_variant_this_processor_runs(embedder: Embedder) -> None:
+    """The wheel carries llama.cpp's CPU code for several processor generations; ggml picks the
+    best this one runs, and the embedder says which in its load line."""
+    features = embedder.cpu_features.split()
+    assert _best_variant_here() in features
+    if "avx512f" not in Path("/proc/cpuinfo").read_text():
+        assert "AVX512" not in features
+
+
+def test_the_load_line_names_the_cpu_features(
+    model_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    with caplog.at_level("INFO", logger="appliance.memory.embedder"):
+        model = Embedder(model_path)
+    model.close()
+    (line,) = [r.getMessage() for r in caplog.records if "op=load" in r.getMessage()]
+    assert model.cpu_features and f"cpu='{model.cpu_features}'" in line
+
+
+def test_a_build_without_a_cpu_variant_for_this_processor_says_so(tmp_path: Path) -> None:
+    """llama.cpp without one CPU library this processor runs: a clear error, not a crash."""
+    import shutil
+    import subprocess
+    import sys
+
+    import llama_cpp
+
+    package = Path(llama_cpp.__file__).parent
+    shutil.copytree(
+        package,
+        tmp_path / "llama_cpp",
+        ignore=shutil.ignore_patterns("libggml-cpu*", "__pycache__"),
+    )
+    code = "from appliance.memory.embedder import load_cpu_backend; load_cpu_backend()"
+    result = subprocess.run(
+        [sys.executable, "-c", code],
+        env={"PATH": "/usr/bin:/bin", "PYTHONPATH": f"{tmp_path}:{REPO}"},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 1
+    assert "ModelLoadFailed: llama.cpp has no CPU backend that runs on this processor" in (
+        result.stderr
+    )
+    assert f"libggml-cpu-*.so in {tmp_path / 'llama_cpp' / 'lib'}" in result.stderr
