@@ -36,15 +36,19 @@ def binary(request: pytest.FixtureRequest) -> Path:
     return arm64_binary(reporter)
 
 
-def run_arm64(binary: Path, *args: str, env: dict[str, str] | None = None) -> str:
-    """Run the arm64 binary (through binfmt_misc on x86-64) and return its standard output.
+def run_arm64(
+    binary: Path, *args: str, env: dict[str, str] | None = None, core: str | None = None
+) -> subprocess.CompletedProcess[str]:
+    """Run the arm64 binary (through binfmt_misc on x86-64); it must succeed.
 
     On x86-64 qemu-user finds the arm64 loader and libraries in the build root, the card's own
-    Debian userland (QEMU_LD_PREFIX).
+    Debian userland (QEMU_LD_PREFIX), and emulates ``core`` (qemu's name) when one is given.
     """
     env = dict(env or base_environ())
     if platform.machine() != "aarch64":
         env["QEMU_LD_PREFIX"] = str(ARM64_ROOT)
+        if core is not None:
+            env["QEMU_CPU"] = core
     done = subprocess.run(
         [str(binary), *args],
         env=env,
@@ -54,7 +58,7 @@ def run_arm64(binary: Path, *args: str, env: dict[str, str] | None = None) -> st
         check=False,
     )
     assert done.returncode == 0, done.stderr[-3000:]
-    return done.stdout
+    return done
 
 
 def test_it_is_an_aarch64_executable(binary: Path) -> None:
@@ -64,19 +68,29 @@ def test_it_is_an_aarch64_executable(binary: Path) -> None:
 
 
 def test_version_runs_under_emulation(binary: Path) -> None:
-    info = json.loads(run_arm64(binary, "version", "--json"))
+    info = json.loads(run_arm64(binary, "version", "--json").stdout)
     assert info["frozen"] is True
     assert info["version"]
     assert info["gitRevision"]
 
 
+# A Pi 4's core and a Pi 5's: whether it has the dot product, which picks llama.cpp's CPU variant
+# (armv8.0_1 or armv8.2_2, build/llama-wheel.sh).
+PI_CORES = {"cortex-a72": False, "cortex-a76": True}
+
+
+@pytest.mark.parametrize("core", sorted(PI_CORES))
 def test_embedding_matches_the_x86_64_reference(
-    binary: Path, embedder: Embedder, model_path: Path
+    binary: Path, embedder: Embedder, model_path: Path, core: str
 ) -> None:
     fixture = json.loads(FIXTURE.read_text())
     text = fixture["texts"][0]
     env = dict(base_environ(), MAXY_EMBED_MODEL=str(model_path))
-    out = json.loads(run_arm64(binary, "embed", text, env=env))
+    done = run_arm64(binary, "embed", text, env=env, core=core)
+    out = json.loads(done.stdout)
+    (load,) = [line for line in done.stderr.splitlines() if "[embed] op=load" in line]
+    if platform.machine() != "aarch64":  # emulated: the core is the one asked for
+        assert ("DOTPROD" in load) is PI_CORES[core], load
     arm64 = np.asarray(out["vector"], dtype=np.float32)
     x86_64 = embedder.embed(text)  # this process: the x86-64 llama.cpp wheel
     reference = np.asarray(fixture["embeddings"][0], dtype=np.float32)
