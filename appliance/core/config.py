@@ -284,7 +284,12 @@ SETTINGS: tuple[Setting, ...] = (
         "Longer texts are cut to this many characters before embedding.",
         _positive_int,
     ),
-    Setting("embed_threads", 0, "CPU threads for embedding (0: all cores).", _non_negative_int),
+    Setting(
+        "embed_threads",
+        0,
+        "CPU threads for embedding (0: every core for bulk work, half of them for a query).",
+        _non_negative_int,
+    ),
     Setting(
         "search_mode",
         "convex",

@@ -25,6 +25,13 @@ so a query never waits for a bulk batch to finish. They do share the cores: a bu
 does not start while a query is being embedded (:class:`_Turns`), so a query shares the CPU with
 at most the one micro-batch already running (tens of milliseconds), never with an ingest's
 stream of them. Each method is safe to call from any thread.
+
+Threads: the bulk context uses every core; a query's context half of them (at least one). A
+search embeds its query while Neo4j already runs the search's keyword statement: split over every
+core, the query's matrix products wait at each step for a thread the scheduler gave to Neo4j.
+On 2 vCPUs that halving took a search's p95 with its embedding from 56 to 39 ms at 100k nodes
+(``just bench-search``), for a lone query's embedding ~5 ms slower (``just bench-embed``).
+
 Which machine code runs: llama.cpp's CPU code is built for several processor generations, each a
 library beside libllama (``libggml-cpu-<variant>.so``, see build/llama-wheel.sh).
 :func:`load_cpu_backend` lets ggml score each against this CPU and load the best, once per
@@ -39,6 +46,7 @@ shutdown inside a frozen app.
 from __future__ import annotations
 
 import logging
+import os
 import re
 import threading
 import time
@@ -227,6 +235,10 @@ class Embedder:
 
         started = time.monotonic()
         self.cpu_features = load_cpu_backend()
+        cores = len(os.sched_getaffinity(0))
+        # ``threads`` (MAXY_EMBED_THREADS) sets both; 0: see "Threads" in the module docstring.
+        self.bulk_threads = threads or cores
+        self.query_threads = threads or max(1, cores // 2)
         try:
             self._llama: Any = llama_cpp.Llama(
                 model_path=str(model_path),
@@ -238,17 +250,20 @@ class Embedder:
                 # Attention computed per tile without materialising the micro-batch's whole
                 # score matrix: the same vectors, a fifth faster on 2 cores (README, Embeddings).
                 flash_attn=True,
-                n_threads=threads or None,
-                n_threads_batch=threads or None,
+                n_threads=self.bulk_threads,
+                n_threads_batch=self.bulk_threads,
                 pooling_type=llama_cpp.LLAMA_POOLING_TYPE_MEAN,
                 verbose=False,
             )
             n_tokens = int(self._llama.n_batch)
-            self._query = _Context(self._llama, self._llama._ctx, n_tokens)
             bulk = LlamaContext(
                 model=self._llama._model, params=self._llama.context_params, verbose=False
             )
             self._bulk = _Context(self._llama, bulk, n_tokens)
+            llama_cpp.llama_set_n_threads(
+                self._llama._ctx.ctx, self.query_threads, self.query_threads
+            )
+            self._query = _Context(self._llama, self._llama._ctx, n_tokens)
             self._turns = _Turns()
         except (ValueError, RuntimeError) as err:
             raise ModelLoadFailed(
@@ -262,11 +277,12 @@ class Embedder:
         self.dimension: int = int(self._llama.n_embd())
         self.context_tokens: int = int(self._llama.n_ctx())
         log.info(
-            "[embed] op=load model=%s dim=%s ctx=%s threads=%s cpu=%r ms=%d",
+            "[embed] op=load model=%s dim=%s ctx=%s threads=%s/%s cpu=%r ms=%d",
             self.model_name,
             self.dimension,
             self.context_tokens,
-            self._llama.n_threads_batch,
+            self.query_threads,
+            self.bulk_threads,
             self.cpu_features,
             (time.monotonic() - started) * 1000,
         )
