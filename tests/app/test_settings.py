@@ -127,9 +127,10 @@ def test_a_key_that_cannot_be_checked_is_not_stored(tmp_path: Path, stack: Stack
 
 
 def test_settings_need_the_login_and_the_csrf_header(stack: Stack) -> None:
+    cookies = stack.admin_cookies()  # the PIN is set first, so "not logged in" is the refusal
     with stack.client(**LAN) as anonymous:
         assert anonymous.get("/api/admin/settings").json()["code"] == "login-required"
-    with stack.client(stack.admin_cookies(), **LAN) as client:
+    with stack.client(cookies, **LAN) as client:
         refused = client.post("/api/admin/settings/anthropic-key", json={"key": GOOD_KEY})
         assert refused.status_code == 403 and refused.json()["code"] == "csrf"
         assert client.delete("/api/admin/claude").status_code == 403
