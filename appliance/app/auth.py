@@ -52,7 +52,7 @@ from appliance.agents.claude_code import claude_connected
 from appliance.app.context import AppContext
 from appliance.core.config import Settings
 from appliance.web import cookies, csrf
-from appliance.web.bodies import json_object
+from appliance.web.bodies import BodyTooLarge, json_object, read_bounded
 from appliance.web.client import Client, client_of
 from appliance.web.credentials import AlreadySet, Credentials, InvalidCredential, validate_pin
 from appliance.web.errors import ApiError, ApiErrorMiddleware, error_response
@@ -65,6 +65,7 @@ TEMPLATES = Path(__file__).parent / "templates"
 MAX_BODY_BYTES = 4096
 ADMIN_PREFIXES = ("/admin", "/api/admin")
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
+DRAIN_BYTES = 64 * 1024  # the largest refused body read before the refusal (see _drain)
 #: Where the guard puts the verified session for routes and pages (see :func:`session_of`).
 SESSION_SCOPE_KEY = "maxy.session"
 CSRF_SCOPE_KEY = "maxy.csrf"
@@ -205,6 +206,7 @@ class AuthMiddleware:
             return
         refusal = self._check(conn, client, scope)
         if refusal is not None:
+            await _drain(Request(scope, receive))
             await refusal(scope, receive, send)
             return
         await self.app(scope, receive, send)
@@ -251,6 +253,21 @@ class AuthMiddleware:
             return
         scope[SESSION_SCOPE_KEY] = session
         await self.app(scope, receive, send)
+
+
+async def _drain(request: Request) -> None:
+    """Read a refused request's small body, so the connection stays usable for the next request.
+
+    Granian closes a keep-alive connection whose body was left unread; a client that already sent
+    its next request on it (a page's fetch after a 401) gets a reset instead of an answer. A body
+    past DRAIN_BYTES is left unread: that connection is closed, and says so.
+    """
+    if request.method in SAFE_METHODS:
+        return
+    try:
+        await read_bounded(request, DRAIN_BYTES)
+    except BodyTooLarge:
+        pass
 
 
 def middleware(ctx: AppContext) -> list[Middleware]:

@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import os
 import re
+import socket
 import stat
+import time
 from collections.abc import Mapping
 from typing import Any
 from urllib.parse import quote
@@ -310,6 +312,47 @@ def test_state_changes_need_the_csrf_token(auth_app: RunningApp) -> None:
     done = call(auth_app, "POST", path, cookie=cookie, csrf=token, headers=LAN, json=body)
     assert done.status_code == 200
     assert stat.S_IMODE((auth_app.settings.keys_dir / "remote-password").stat().st_mode) == 0o600
+
+
+def test_a_refused_request_leaves_its_connection_usable(auth_app: RunningApp) -> None:
+    """A refused POST whose body arrives after its headers (as a loaded machine delivers them) is
+    answered on a connection that takes the next request: nothing is reset under a client that
+    reuses it, as httpx and browsers do."""
+    cookie, _ = onboard(auth_app)
+    body = b'{"password": "correct horse battery"}'
+    head = "".join(
+        [
+            "POST /api/admin/settings/remote-password HTTP/1.1\r\n",
+            f"Host: {HOST}\r\nCookie: {cookies.COOKIE_NAME}={cookie}\r\n",
+            *(f"{name}: {value}\r\n" for name, value in LAN.items()),
+            f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n",
+        ]
+    )
+    with socket.socket(socket.AF_UNIX) as conn:
+        conn.settimeout(10)
+        conn.connect(str(auth_app.socket))
+        conn.sendall(head.encode())
+        time.sleep(0.2)  # the guard answers with the body still on its way
+        conn.sendall(body)
+        refused = read_response(conn)
+        assert refused.startswith(b"HTTP/1.1 403") and b'"csrf"' in refused
+        assert b"connection: close" not in refused.lower()
+        conn.sendall(f"GET /api/admin/session HTTP/1.1\r\nHost: {HOST}\r\n\r\n".encode())
+        assert read_response(conn).startswith(b"HTTP/1.1 401")
+    assert not (auth_app.settings.keys_dir / "remote-password").exists()
+
+
+def read_response(conn: socket.socket) -> bytes:
+    """One HTTP/1.1 response with a Content-Length, read off a raw socket."""
+    received = b""
+    while b"\r\n\r\n" not in received:
+        received += conn.recv(65536) or pytest.fail(f"the app closed the connection: {received!r}")
+    head, _, rest = received.partition(b"\r\n\r\n")
+    length = re.search(rb"content-length: (\d+)", head, re.IGNORECASE)
+    assert length, head
+    while len(rest) < int(length[1]):
+        rest += conn.recv(65536) or pytest.fail("the app closed the connection mid-body")
+    return head + b"\r\n\r\n" + rest
 
 
 def test_the_public_host_never_reaches_admin_routes(auth_app: RunningApp) -> None:
