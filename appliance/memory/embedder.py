@@ -30,7 +30,7 @@ Threads: the bulk context uses every core; a query's context half of them (at le
 search embeds its query while Neo4j already runs the search's keyword statement: split over every
 core, the query's matrix products wait at each step for a thread the scheduler gave to Neo4j.
 On 2 vCPUs that halving took a search's p95 with its embedding from 56 to 39 ms at 100k nodes
-(``just bench-search``), for a lone query's embedding ~5 ms slower (``just bench-embed``).
+(``just bench-search``), for a lone query's embedding ~4 ms slower (``just bench-embed``).
 
 Which machine code runs: llama.cpp's CPU code is built for several processor generations, each a
 library beside libllama (``libggml-cpu-<variant>.so``, see build/llama-wheel.sh).
