@@ -52,7 +52,7 @@ from appliance.agents.claude_code import claude_connected
 from appliance.app.context import AppContext
 from appliance.core.config import Settings
 from appliance.web import cookies, csrf
-from appliance.web.bodies import BodyTooLarge, json_object, read_bounded
+from appliance.web.bodies import DrainUnread, json_object
 from appliance.web.client import Client, client_of
 from appliance.web.credentials import AlreadySet, Credentials, InvalidCredential, validate_pin
 from appliance.web.errors import ApiError, ApiErrorMiddleware, error_response
@@ -65,7 +65,6 @@ TEMPLATES = Path(__file__).parent / "templates"
 MAX_BODY_BYTES = 4096
 ADMIN_PREFIXES = ("/admin", "/api/admin")
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
-DRAIN_BYTES = 64 * 1024  # the largest refused body read before the refusal (see _drain)
 #: Where the guard puts the verified session for routes and pages (see :func:`session_of`).
 SESSION_SCOPE_KEY = "maxy.session"
 CSRF_SCOPE_KEY = "maxy.csrf"
@@ -206,7 +205,6 @@ class AuthMiddleware:
             return
         refusal = self._check(conn, client, scope)
         if refusal is not None:
-            await _drain(Request(scope, receive))
             await refusal(scope, receive, send)
             return
         await self.app(scope, receive, send)
@@ -255,24 +253,13 @@ class AuthMiddleware:
         await self.app(scope, receive, send)
 
 
-async def _drain(request: Request) -> None:
-    """Read a refused request's small body, so the connection stays usable for the next request.
-
-    Granian closes a keep-alive connection whose body was left unread; a client that already sent
-    its next request on it (a page's fetch after a 401) gets a reset instead of an answer. A body
-    past DRAIN_BYTES is left unread: that connection is closed, and says so.
-    """
-    if request.method in SAFE_METHODS:
-        return
-    try:
-        await read_bounded(request, DRAIN_BYTES)
-    except BodyTooLarge:
-        pass
-
-
 def middleware(ctx: AppContext) -> list[Middleware]:
-    """The error renderer and the guard in front of every admin route."""
-    return [Middleware(ApiErrorMiddleware), Middleware(AuthMiddleware, settings=ctx.settings)]
+    """Unread bodies read first, the error renderer and the guard in front of every admin route."""
+    return [
+        Middleware(DrainUnread),
+        Middleware(ApiErrorMiddleware),
+        Middleware(AuthMiddleware, settings=ctx.settings),
+    ]
 
 
 async def _json_body(request: Request) -> dict[str, Any]:

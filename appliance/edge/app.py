@@ -38,6 +38,7 @@ from appliance.rpc.client import RpcClient
 from appliance.rpc.protocol import RpcError
 from appliance.tunnel.state import HostnameRoles, tunnel_health
 from appliance.web import cookies, security
+from appliance.web.bodies import DrainUnread
 from appliance.web.errors import error_body
 
 log = logging.getLogger(__name__)
@@ -237,11 +238,13 @@ def _brand(settings: Settings) -> str:
     return account.product_name()
 
 
-def create_app(settings: Settings | None = None) -> Edge:
-    """Build the edge application (Granian calls this as a factory)."""
+def create_app(settings: Settings | None = None) -> ASGIApp:
+    """Build the edge application, unread bodies read first (Granian calls this as a factory)."""
     die_with_server()
     settings = settings or load_settings()
     proxy = Proxy(settings.app_socket, brand=_brand(settings))
     tunnel = HostnameRoles(settings.cloudflared_config, settings.tunnel_roles_path)
     policy = Policy.from_settings(settings)
-    return Edge(_own_routes(settings, proxy), proxy, policy, tunnel, AdminCheck(settings))
+    return DrainUnread(
+        Edge(_own_routes(settings, proxy), proxy, policy, tunnel, AdminCheck(settings))
+    )

@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from starlette.applications import Starlette
+from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route, WebSocketRoute
@@ -51,7 +52,7 @@ from appliance.sessions.manager import SessionManager
 from appliance.sessions.spawn import Kind, SpawnRequest
 from appliance.sessions.terminal import terminal_endpoint
 from appliance.web import bodies
-from appliance.web.bodies import read_bounded
+from appliance.web.bodies import DrainUnread, read_bounded
 from appliance.web.errors import error_response
 from appliance.web.unix_server import serve_unix
 
@@ -237,7 +238,12 @@ def create_app(
         Route("/{token}/input", submit, methods=["POST"]),
         WebSocketRoute("/{token}/terminal", terminal),
     ]
-    return Starlette(routes=routes, lifespan=lifespan, exception_handlers={SessionError: _error})
+    return Starlette(
+        routes=routes,
+        lifespan=lifespan,
+        middleware=[Middleware(DrainUnread)],
+        exception_handlers={SessionError: _error},
+    )
 
 
 def serve(settings: Settings) -> None:

@@ -6,11 +6,11 @@ Requests go over the app's Unix socket. Without X-Maxy-* headers a request is a 
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import socket
 import stat
-import time
 from collections.abc import Mapping
 from typing import Any
 from urllib.parse import quote
@@ -19,8 +19,10 @@ import httpx
 import pytest
 
 from appliance.web import cookies
+from appliance.web.bodies import DRAIN_BYTES
 from tests.app.running_app import RunningApp, edge_headers, start_app
 from tests.support.processes import Env
+from tests.support.rawhttp import read_response, send_late_body
 from tests.support.stacks import HOST
 
 PIN = "482913"
@@ -315,44 +317,32 @@ def test_state_changes_need_the_csrf_token(auth_app: RunningApp) -> None:
 
 
 def test_a_refused_request_leaves_its_connection_usable(auth_app: RunningApp) -> None:
-    """A refused POST whose body arrives after its headers (as a loaded machine delivers them) is
-    answered on a connection that takes the next request: nothing is reset under a client that
-    reuses it, as httpx and browsers do."""
+    """A refused POST whose body arrives after its headers is answered on a connection that takes
+    the next request: a client that reuses it (httpx, a page's next fetch) is never reset. A
+    body larger than the app reads before refusing is left, and the answer says close."""
     cookie, _ = onboard(auth_app)
-    body = b'{"password": "correct horse battery"}'
-    head = "".join(
-        [
-            "POST /api/admin/settings/remote-password HTTP/1.1\r\n",
-            f"Host: {HOST}\r\nCookie: {cookies.COOKIE_NAME}={cookie}\r\n",
-            *(f"{name}: {value}\r\n" for name, value in LAN.items()),
-            f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n",
-        ]
-    )
+    headers = {"Host": HOST, "Cookie": f"{cookies.COOKIE_NAME}={cookie}", **LAN}
+    headers["Content-Type"] = "application/json"
+    body = json.dumps({"password": REMOTE_PASSWORD}).encode()
     with socket.socket(socket.AF_UNIX) as conn:
         conn.settimeout(10)
         conn.connect(str(auth_app.socket))
-        conn.sendall(head.encode())
-        time.sleep(0.2)  # the guard answers with the body still on its way
-        conn.sendall(body)
+        send_late_body(conn, "POST /api/admin/settings/remote-password HTTP/1.1", headers, body)
         refused = read_response(conn)
         assert refused.startswith(b"HTTP/1.1 403") and b'"csrf"' in refused
         assert b"connection: close" not in refused.lower()
         conn.sendall(f"GET /api/admin/session HTTP/1.1\r\nHost: {HOST}\r\n\r\n".encode())
         assert read_response(conn).startswith(b"HTTP/1.1 401")
+        # And a POST to no route at all (404 from the router, not the guard).
+        send_late_body(conn, "POST /api/no-such-route HTTP/1.1", headers, body)
+        assert read_response(conn).startswith(b"HTTP/1.1 404")
+        conn.sendall(f"GET /api/admin/session HTTP/1.1\r\nHost: {HOST}\r\n\r\n".encode())
+        assert read_response(conn).startswith(b"HTTP/1.1 401")
+    big = {"password": "x" * DRAIN_BYTES}
+    with auth_app.client(**headers) as client:
+        answer = client.post("/api/admin/settings/remote-password", json=big)
+        assert answer.status_code == 403 and answer.headers["connection"] == "close"
     assert not (auth_app.settings.keys_dir / "remote-password").exists()
-
-
-def read_response(conn: socket.socket) -> bytes:
-    """One HTTP/1.1 response with a Content-Length, read off a raw socket."""
-    received = b""
-    while b"\r\n\r\n" not in received:
-        received += conn.recv(65536) or pytest.fail(f"the app closed the connection: {received!r}")
-    head, _, rest = received.partition(b"\r\n\r\n")
-    length = re.search(rb"content-length: (\d+)", head, re.IGNORECASE)
-    assert length, head
-    while len(rest) < int(length[1]):
-        rest += conn.recv(65536) or pytest.fail("the app closed the connection mid-body")
-    return head + b"\r\n\r\n" + rest
 
 
 def test_the_public_host_never_reaches_admin_routes(auth_app: RunningApp) -> None:

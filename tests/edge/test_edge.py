@@ -12,6 +12,7 @@ import pytest
 from appliance.plugins.resolver import write_enabled
 from tests.support.auth import admin_cookie
 from tests.support.processes import Env, get_health, maxy, wait_until
+from tests.support.rawhttp import read_response, send_late_body
 
 
 def healthy(port: int) -> bool:
@@ -60,6 +61,19 @@ def test_version_is_served_by_the_edge(edge: tuple[Env, Any, Any]) -> None:
     assert body["installed"]["version"] == "0.1.0"
     assert "gitRevision" in body["installed"]
     assert body["latest"] is None
+
+
+def test_the_edges_own_refusal_leaves_the_connection_usable(edge: tuple[Env, Any, Any]) -> None:
+    """The edge's 401 for a POST whose body arrives late keeps the browser's connection."""
+    env, _, _ = edge
+    with socket.create_connection(("127.0.0.1", env.settings.port), timeout=10) as conn:
+        headers = {"Host": "maxy.local", "Content-Type": "application/json"}
+        send_late_body(conn, "POST /api/admin/version HTTP/1.1", headers, b'{"check": true}')
+        refused = read_response(conn)
+        assert refused.startswith(b"HTTP/1.1 401") and b"login-required" in refused
+        assert b"connection: close" not in refused.lower()
+        conn.sendall(b"GET /healthz HTTP/1.1\r\nHost: maxy.local\r\n\r\n")
+        assert read_response(conn).startswith(b"HTTP/1.1 200")
 
 
 def test_healthz_says_unhealthy_when_the_engine_is_gone(edge: tuple[Env, Any, Any]) -> None:

@@ -4,6 +4,7 @@ POST /<id>/input and its turn check, closeAfterTurn, and a slow-flushing CLI."""
 from __future__ import annotations
 
 import json
+import socket
 import threading
 from pathlib import Path
 
@@ -11,6 +12,7 @@ import pytest
 
 from tests.sessions.conftest import Manager, ended
 from tests.support.processes import wait_until
+from tests.support.rawhttp import read_response, send_late_body
 
 
 def lines_of(body: bytes) -> list[dict[str, object]]:
@@ -128,6 +130,19 @@ def test_input_to_an_ended_session_is_409(manager: Manager) -> None:
     manager.wait_row(row["id"], ended)
     response = manager.request("POST", f"/{row['id']}/input", json={"text": "hello?"})
     assert response.status_code == 409 and response.json()["code"] == "session-not-live"
+
+
+def test_a_refusal_before_the_body_arrives_leaves_the_connection_usable(manager: Manager) -> None:
+    """A 404 for a session that does not exist, answered before the request's body has arrived,
+    keeps the connection the app pools to the manager."""
+    with socket.socket(socket.AF_UNIX) as conn:
+        conn.settimeout(10)
+        conn.connect(str(manager.socket))
+        headers = {"Host": "manager", "Content-Type": "application/json"}
+        send_late_body(conn, "POST /no-such-session/stop HTTP/1.1", headers, b'{"why": "x"}')
+        assert read_response(conn).startswith(b"HTTP/1.1 404")
+        conn.sendall(b"GET /sessions HTTP/1.1\r\nHost: manager\r\n\r\n")
+        assert read_response(conn).startswith(b"HTTP/1.1 200")
 
 
 @pytest.mark.parametrize("body", [{"text": 3}, {"submit": True}, {"text": "x", "submit": "yes"}])
