@@ -4,6 +4,7 @@ stops it cleanly."""
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 from typing import Any
@@ -80,6 +81,10 @@ def _tools_of_turn(api: FakeAnthropic) -> list[dict[str, Any]]:
     return tools
 
 
+def _turn_ended(row: dict[str, Any], prompts: int) -> bool:
+    return bool(row["prompts"] == prompts and row["turnEnded"])
+
+
 def _spawn_and_capture(
     manager: Manager, api: FakeAnthropic, servers: int, **body: Any
 ) -> tuple[dict[str, str], str]:
@@ -87,13 +92,18 @@ def _spawn_and_capture(
     row = manager.spawn("hello there", **body)
     manager.wait_row(row["id"], lambda r: r["turnEnded"], timeout=120)
     # The CLI connects MCP servers without blocking its first request (sent ~0.2 s after start;
-    # a server boots in ~1 s), so the second turn is the one that shows what is registered.
+    # a server boots in ~1 s), so a later turn is the one that shows what is registered: after
+    # every server's first answer, and, on a loaded machine, once the CLI has also listed the
+    # tools of each (a turn more or two).
     log = manager.config_dir / "mcp" / row["id"] / "helper.log"
     booted = lambda: log.is_file() and log.read_text().count("op=boot") >= servers  # noqa: E731
     wait_until(booted, 60, f"{servers} servers' boot")
-    manager.request("POST", f"/{row['id']}/input", json={"text": "and again", "submit": True})
-    manager.wait_row(row["id"], lambda r: r["prompts"] == 2 and r["turnEnded"], timeout=120)
-    tools = {tool["name"]: str(tool.get("description", "")) for tool in _tools_of_turn(api)}
+    for prompt in range(2, 7):
+        manager.request("POST", f"/{row['id']}/input", json={"text": "and again", "submit": True})
+        manager.wait_row(row["id"], functools.partial(_turn_ended, prompts=prompt), 120)
+        tools = {tool["name"]: str(tool.get("description", "")) for tool in _tools_of_turn(api)}
+        if len({name.split("__")[1] for name in tools if name.startswith("mcp__")}) >= servers:
+            break
     request = json.dumps([b for b in api.messages if b.get("tools")][-1])
     manager.stop(row["id"])
     api.requests.clear()
