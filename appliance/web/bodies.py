@@ -67,6 +67,9 @@ async def json_object(
     return data
 
 
+CLOSE = (b"connection", b"close")
+
+
 class DrainUnread:
     """Read what is left of a small request body before the answer starts.
 
@@ -102,6 +105,8 @@ class DrainUnread:
                     read = 0
                     while not finished and read <= DRAIN_BYTES:
                         read += len((await tracked()).get("body", b""))
+                if not finished:  # Granian closes after this answer: say so, or a client reuses it
+                    message = {**message, "headers": [*message.get("headers", ()), CLOSE]}
                 finished = True
             await send(message)
 
