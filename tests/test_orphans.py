@@ -9,9 +9,11 @@ launcher the device's Neo4j unit runs) takes its Java server.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import socket
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -111,6 +113,20 @@ def test_a_killed_role_leaves_no_process_behind(role: str, maxy_env: Env, start_
 
     wait_until(has_children, 30, f"{role}'s worker\n{process.output()}")
     killed_leaves_nothing(process, children, role, 30)
+
+
+@pytest.mark.parametrize("role", ["edge", "app", "manager"])
+def test_a_flood_of_sigterm_stops_a_server_role(role: str, maxy_env: Env, start_maxy: Any) -> None:
+    """Signals keep coming while the role stops (a supervisor and the kernel both stopping it, an
+    impatient operator): the server acts on the first and exits, never blocks in its handler."""
+    process: Process = start_maxy(maxy_env, role)
+    wait_until(lambda: READY[role](maxy_env), 90, f"{role} serving\n{process.output()}")
+    flood_until = time.monotonic() + 10
+    while process.proc.poll() is None and time.monotonic() < flood_until:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(process.proc.pid, signal.SIGTERM)
+        time.sleep(0.0005)
+    wait_until(lambda: process.proc.poll() is not None, 30, f"{role} to exit\n{process.output()}")
 
 
 @pytest.mark.slow

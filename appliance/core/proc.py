@@ -25,6 +25,8 @@ import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from types import FrameType
+from typing import Any
 
 log = logging.getLogger(__name__)
 
@@ -89,6 +91,39 @@ def die_with_server() -> None:
     die_with_parent(signal.SIGKILL)
     if os.getppid() != parent.pid:  # the server died before the line above
         os.kill(os.getpid(), signal.SIGKILL)
+
+
+def stop_signals_once(server: Any) -> None:
+    """Let a Granian server's main process act on the first SIGTERM/SIGINT only.
+
+    Granian's handler sets a ``threading.Event``, whose lock is not reentrant: a second signal
+    arriving while the first handler holds it runs the handler again inside it, and the main
+    process blocks on its own lock for ever (seen under a flood of SIGTERM, and once when a
+    killed ``maxy run`` left its roles). Registered after every other startup hook, so the guard
+    wraps their handlers too; later signals are dropped (the stop is already under way, and
+    Granian kills a worker that outlives its timeout).
+    """
+
+    def on_startup() -> None:
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            _first_only(signum)
+
+    server.on_startup(on_startup)
+
+
+def _first_only(signum: int) -> None:
+    previous = signal.getsignal(signum)
+    fired = False
+
+    def handler(received: int, frame: FrameType | None) -> None:
+        nonlocal fired
+        if fired:
+            return
+        fired = True  # before the call: a signal inside it now returns above
+        if callable(previous):
+            previous(received, frame)
+
+    signal.signal(signum, handler)
 
 
 def run(

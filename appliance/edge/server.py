@@ -7,6 +7,7 @@ import os
 
 from appliance.core.config import Settings, SettingsError
 from appliance.core.ports import check_port_free, loopback
+from appliance.core.proc import stop_signals_once
 from appliance.core.systemd import Notifier, http_probe, watch_granian
 from appliance.edge.app import VERSION_PATH
 from appliance.edge.network import Policy
@@ -55,4 +56,5 @@ def serve(settings: Settings) -> None:
     )
     probe = http_probe(VERSION_PATH, host=loopback(settings.host), port=settings.port)
     watch_granian(server, notifier, "edge", probe, f"{settings.host}:{settings.port}")
+    stop_signals_once(server)  # after watch_granian: its handler is guarded too
     server.serve()

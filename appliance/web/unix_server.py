@@ -7,6 +7,7 @@ import os
 from pathlib import Path
 
 from appliance.core.config import Settings
+from appliance.core.proc import stop_signals_once
 from appliance.core.systemd import Notifier, http_probe, watch_granian
 
 log = logging.getLogger(__name__)
@@ -43,4 +44,5 @@ def serve_unix(
         log_level=LogLevels.warning,
     )
     watch_granian(server, notifier, role or area, http_probe("/healthz", uds=sock), str(sock))
+    stop_signals_once(server)  # after watch_granian: its handler is guarded too
     server.serve()

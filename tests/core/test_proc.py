@@ -2,13 +2,25 @@
 
 from __future__ import annotations
 
+import os
+import signal
 import subprocess
 import sys
+import threading
 import time
+from collections.abc import Callable
+from types import FrameType
 
 import pytest
 
-from appliance.core.proc import ToolMissing, ToolTimeout, pid_alive, run, stop_group
+from appliance.core.proc import (
+    ToolMissing,
+    ToolTimeout,
+    pid_alive,
+    run,
+    stop_group,
+    stop_signals_once,
+)
 
 
 def test_run_captures_output_and_a_non_zero_exit_is_not_an_error() -> None:
@@ -55,3 +67,45 @@ def test_stop_group_ends_a_well_behaved_child_with_sigterm() -> None:
         [sys.executable, "-c", "import time; time.sleep(120)"], start_new_session=True
     )
     assert stop_group(proc, grace=30) == "SIGTERM" and proc.returncode == -15
+
+
+class _Server:
+    """Granian's startup-hook registration, and nothing else."""
+
+    def __init__(self) -> None:
+        self.hooks: list[Callable[[], None]] = []
+
+    def on_startup(self, hook: Callable[[], None]) -> None:
+        self.hooks.append(hook)
+
+
+def test_a_second_sigterm_inside_the_stop_handler_is_dropped_not_deadlocked() -> None:
+    """Granian's handler sets an Event under a lock that is not reentrant; a second SIGTERM
+    delivered while it holds that lock ran the handler again inside it and blocked for ever."""
+    lock = threading.Lock()
+    entries: list[str] = []
+
+    def granian_like(signum: int, frame: FrameType | None) -> None:
+        if not lock.acquire(timeout=2):  # Granian's Event waits without a timeout
+            entries.append("blocked on its own lock")
+            return
+        try:
+            entries.append("stopping")
+            os.kill(os.getpid(), signal.SIGTERM)  # the next signal, while the lock is held
+            sum(range(10_000))  # Python runs a pending handler between bytecodes
+        finally:
+            lock.release()
+
+    saved = signal.signal(signal.SIGTERM, granian_like)
+    try:
+        server = _Server()
+        stop_signals_once(server)
+        for hook in server.hooks:  # Granian runs its startup hooks after installing its handler
+            hook()
+        os.kill(os.getpid(), signal.SIGTERM)
+        sum(range(10_000))
+        os.kill(os.getpid(), signal.SIGTERM)  # and once more after: dropped as well
+        sum(range(10_000))
+    finally:
+        signal.signal(signal.SIGTERM, saved)
+    assert entries == ["stopping"]
