@@ -72,6 +72,7 @@ log = logging.getLogger(__name__)
 
 TYPING_EVERY = 4.5  # seconds; a chat action shows for about 5
 AT_ONCE = 4  # messages handled side by side (each chat in order); the rest wait their turn
+PENDING_LIMIT = 2000  # open rows read at once (a restart, a retry)
 RETRY_FIRST, RETRY_MAX = 2.0, 60.0  # seconds before open messages are taken up again
 ENDED_KEPT = 10_000  # ids of handled messages remembered (a late stale copy is let go)
 TIMED_OUT = "Sorry — that took too long and I couldn't finish an answer. Please ask again."
@@ -147,7 +148,7 @@ class Lifeline:
         self._handling: dict[str, str] = {}  # chat → the id its worker is on now
         self._workers: dict[str, asyncio.Task[None]] = {}
         self._ended: dict[str, None] = {}  # ids handled here, never queued again (FIFO)
-        self._held: set[str] = set()  # chats whose failed message waits for the retry
+        self._held: dict[str, str] = {}  # chat → its failed message, waiting for the retry
         self._slots = asyncio.Semaphore(AT_ONCE)
         self._retry: asyncio.Task[None] | None = None
         self._retry_delay = RETRY_FIRST
@@ -211,12 +212,16 @@ class Lifeline:
         chat has been answered or given up.
         """
         # Only chats held before the read are let go: their rows stood still while it ran.
-        held = set(self._held)
+        held = dict(self._held)
         answer = await self.engine.call(
-            "channel.pending", {"caller": self.caller, "channel": self.channel, "limit": 2000}
+            "channel.pending",
+            {"caller": self.caller, "channel": self.channel, "limit": PENDING_LIMIT},
         )
         messages: list[dict[str, Any]] = answer["messages"]
-        self._held -= held
+        for chat in held:
+            del self._held[chat]
+        if len(messages) < PENDING_LIMIT:
+            self._drop_ended({m["id"] for m in messages}, held)
         for message in messages:
             self.take(message, fresh=str(message["chatId"]) in held)
         for chat in held:  # what was queued while it was held goes on too
@@ -224,6 +229,17 @@ class Lifeline:
                 self._wake(chat)
         log.info("[channels] op=recover channel=%s open=%d", self.channel, len(messages))
         return len(messages)
+
+    def _drop_ended(self, still_open: set[str], held: dict[str, str]) -> None:
+        """A failed message whose row is no longer open ended after all: the error hid the
+        engine's answer to a change it made (a timeout under load). Its queued copy is stale,
+        and handling it again would answer it twice, or by settings changed since."""
+        for chat, failed in held.items():
+            queue = self._queues.get(chat, {})
+            if failed not in still_open and failed in queue:
+                del queue[failed]
+                self._ended_here(failed)
+                log.info("[channels] op=retry-ended channel=%s message=%s", self.channel, failed)
 
     async def idle(self) -> None:
         """Wait until every queued message has been handled."""
@@ -270,7 +286,7 @@ class Lifeline:
                 self.status.error(type(err).__name__, str(err))
                 # It stays first in its chat's queue: the chat's later messages wait for it.
                 held = True
-                self._held.add(chat)
+                self._held[chat] = message["id"]
                 self._retry_later()
             finally:
                 del self._handling[chat]

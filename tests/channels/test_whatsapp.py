@@ -48,6 +48,7 @@ from appliance.core.identity import Caller
 from appliance.mcp.tool import ToolContext, ToolError
 from appliance.mcp.whatsapp import whatsapp_chats, whatsapp_import, whatsapp_send
 from appliance.rpc.client import RpcClient
+from appliance.rpc.protocol import RpcUnavailable
 from appliance.web.manager_client import ManagerClient
 from tests.channels.conftest import AGENT, PUBLIC_ANSWER, Channels
 from tests.fakes.anthropic_api import Reply
@@ -143,13 +144,16 @@ def settings_file(channels: Channels) -> Iterator[None]:
 Scenario = Callable[[WhatsAppChannel, Recorder], Awaitable[None]]
 
 
-def run(channels: Channels, scenario: Scenario, number: str = ME) -> Recorder:
+def run(
+    channels: Channels, scenario: Scenario, number: str = ME, engine: RpcClient | None = None
+) -> Recorder:
     """Connect an in-process channel (as the library's Connected event does) and play."""
     settings = channels.settings
     account = validate_account_id(settings.accounts_dir, settings.account_id)
 
     async def main() -> Recorder:
-        engine = RpcClient(settings.engine_socket, timeout=30)
+        nonlocal engine
+        engine = engine or RpcClient(settings.engine_socket, timeout=30)
         manager = ManagerClient(settings.manager_socket, timeout=60)
         answering = Answering(settings, account, engine)
         channel = WhatsAppChannel(settings, account, engine, manager, answering)
@@ -208,6 +212,54 @@ def test_dm_and_group_messages_are_kept_first_and_answered_as_the_settings_say(
     assert reply.extendedTextMessage.contextInfo.stanzaID == called.Info.ID
     # The stranger on a personal number: silence (no auto-reply, not even "typing").
     assert "491700000002@s.whatsapp.net" not in recorder.presence
+
+
+class AnswerLost(RpcClient):
+    """The real engine, whose answer to one change is lost on the way back (as a call that
+    timed out under load while the engine carried it out)."""
+
+    def __init__(self, path: Path, lose: dict[str, Any]) -> None:
+        super().__init__(path, timeout=30)
+        self.lose = lose
+        self.lost = False
+        self.reread_after = asyncio.Event()  # the open rows were read again after the loss
+
+    async def call(
+        self,
+        method: str,
+        params: dict[str, Any] | None = None,
+        on_progress: Callable[[dict[str, Any]], None] | None = None,
+    ) -> Any:
+        result = await super().call(method, params, on_progress)
+        if method == "channel.pending" and self.lost:
+            self.reread_after.set()
+        if (
+            method == "channel.update"
+            and not self.lost
+            and self.lose.items() <= (params or {}).items()
+        ):
+            self.lost = True
+            raise RpcUnavailable(f"the engine did not answer {method} within 30 s")
+        return result
+
+
+def test_a_message_whose_end_the_engine_kept_but_whose_answer_was_lost_is_answered_once(
+    channels: Channels,
+) -> None:
+    """The reply went out and the engine noted it, but its answer to that note was lost: the
+    message is held, and the retry finds its row ended, so it never sends the reply again."""
+    configure(channels, strangers="public")
+    asked = event("491700000009", "do you open on Sundays?", name="Eve")
+    engine = AnswerLost(channels.settings.engine_socket, {"state": "answered"})
+
+    async def play(channel: WhatsAppChannel, recorder: Recorder) -> None:
+        await channel.on_message(None, asked)
+        await asyncio.wait_for(engine.reread_after.wait(), 60)
+
+    recorder = run(channels, play, engine=engine)
+    assert engine.lost
+    assert recorder.texts_to("491700000009@s.whatsapp.net") == [PUBLIC_ANSWER]
+    assert asked.Info.ID not in states(channels)  # its handling ended (answered)
 
 
 def test_the_owners_message_reaches_their_admin_session_and_its_reply_comes_back(
