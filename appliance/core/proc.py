@@ -21,6 +21,7 @@ import multiprocessing
 import os
 import signal
 import subprocess
+import threading
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -94,34 +95,35 @@ def die_with_server() -> None:
 
 
 def stop_signals_once(server: Any) -> None:
-    """Let a Granian server's main process act on the first SIGTERM/SIGINT only.
+    """Let a Granian server's main process act on its first SIGTERM/SIGINT, off the signal path.
 
-    Granian's handler sets a ``threading.Event``, whose lock is not reentrant: a second signal
-    arriving while the first handler holds it runs the handler again inside it, and the main
-    process blocks on its own lock for ever (seen under a flood of SIGTERM, and once when a
-    killed ``maxy run`` left its roles). Registered after every other startup hook, so the guard
-    wraps their handlers too; later signals are dropped (the stop is already under way, and
-    Granian kills a worker that outlives its timeout).
+    Granian's handler sets a ``threading.Event`` under a lock that is not reentrant, and Python
+    runs a handler in the main thread wherever it is: a signal arriving while that thread holds
+    the lock (in the handler of an earlier signal, or in the Event's own ``wait``) made the
+    main process wait on its own lock for ever (seen under a flood of SIGTERM, and once when a
+    killed ``maxy run`` left ``maxy app`` running). So the first signal's handlers (Granian's,
+    and any a startup hook chained before this one) run on a thread of their own, and later
+    signals are dropped: the stop is under way, and Granian kills a worker past its timeout.
+    Register it after every other startup hook.
     """
 
     def on_startup() -> None:
+        fired = threading.Lock()
         for signum in (signal.SIGTERM, signal.SIGINT):
-            _first_only(signum)
+            _first_only(signum, fired)
 
     server.on_startup(on_startup)
 
 
-def _first_only(signum: int) -> None:
+def _first_only(signum: int, fired: threading.Lock) -> None:
     previous = signal.getsignal(signum)
-    fired = False
 
     def handler(received: int, frame: FrameType | None) -> None:
-        nonlocal fired
-        if fired:
+        if not fired.acquire(blocking=False) or not callable(previous):
             return
-        fired = True  # before the call: a signal inside it now returns above
-        if callable(previous):
-            previous(received, frame)
+        threading.Thread(
+            target=previous, args=(received, frame), name="stop-signal", daemon=True
+        ).start()
 
     signal.signal(signum, handler)
 
