@@ -19,7 +19,7 @@ import httpx
 import pytest
 
 from appliance.channels import status
-from appliance.core.fsio import write_secret
+from appliance.core.fsio import write_atomic, write_secret
 from appliance.rpc.protocol import RpcError
 from tests.fakes.anthropic_api import FakeAnthropic, Reply
 from tests.fakes.telegram_api import TOKEN, Delivered, FakeTelegram, Sent
@@ -88,7 +88,7 @@ class Channels:
         folder = self.settings.channels_dir
         folder.mkdir(parents=True, exist_ok=True)
         body = {"ownerIds": [str(OWNER)], "strangers": "public", "groups": {}, **config}
-        (folder / "telegram.json").write_text(json.dumps(body))
+        write_atomic(folder / "telegram.json", json.dumps(body))  # as the Settings page saves
 
     def start(self, **variables: str) -> Process:
         """Start `maxy channels` and wait until it polls."""

@@ -44,6 +44,7 @@ from appliance.channels.whatsapp.events import inbound_of, jid_text
 from appliance.channels.whatsapp.export import ExportError
 from appliance.channels.whatsapp.importer import import_export
 from appliance.core.accounts import validate_account_id
+from appliance.core.fsio import write_atomic
 from appliance.core.identity import Caller
 from appliance.mcp.tool import ToolContext, ToolError
 from appliance.mcp.whatsapp import whatsapp_chats, whatsapp_import, whatsapp_send
@@ -131,7 +132,7 @@ def configure(channels: Channels, **config: Any) -> None:
     body = {"ownerIds": [OWNER], "strangers": "silent", "groups": {}, **config}
     folder = channels.settings.channels_dir
     folder.mkdir(parents=True, exist_ok=True)
-    (folder / "whatsapp.json").write_text(json.dumps(body))
+    write_atomic(folder / "whatsapp.json", json.dumps(body))
 
 
 @pytest.fixture(autouse=True)
