@@ -25,7 +25,8 @@ Each chat's messages are handled one at a time, oldest first (its conversation's
 worker per chat); chats run side by side. A message is handled only after every older one of its
 chat was answered or given up: one the engine or the manager failed for a moment (refused
 connection) stays first in its chat's queue, the chat held, and is tried again after 2 s (to
-60 s) with the rest behind it. A message's progress is kept on its row (``state``: received →
+60 s) with the rest behind it; if its row has ended meanwhile (the engine made the change, and
+only its answer was lost), the retry drops the stale copy instead. A message's progress is kept on its row (``state``: received →
 routed → submitted → replying → answered, or ignored, silenced, failed, stale, uncertain). After
 a restart :meth:`Lifeline.recover` queues every open one from the graph before the channel is
 polled again: a turn already typed is relayed, not typed again; a reply whose send had begun is
@@ -41,6 +42,7 @@ Log lines (``[channels] …``), one per event::
     op=inbound-outcome relay-ok=N timeout-no-turn=N timeout-relay-missed=N failed=N
         channel=… sender=…                                       (after each owner message)
     op=answered channel=… message=… route=… outcome=… ms=…
+    op=retry-ended channel=… message=…      (a held message found ended: not handled again)
 """
 
 from __future__ import annotations
