@@ -26,13 +26,14 @@ worker per chat); chats run side by side. A message is handled only after every 
 chat was answered or given up: one the engine or the manager failed for a moment (refused
 connection) stays first in its chat's queue, the chat held, and is tried again after 2 s (to
 60 s) with the rest behind it; if its row has ended meanwhile (the engine made the change, and
-only its answer was lost), the retry drops the stale copy instead. A message's progress is kept on its row (``state``: received →
-routed → submitted → replying → answered, or ignored, silenced, failed, stale, uncertain). After
-a restart :meth:`Lifeline.recover` queues every open one from the graph before the channel is
-polled again: a turn already typed is relayed, not typed again; a reply whose send had begun is
-never sent twice (``uncertain``); one older than ``MAXY_CHANNEL_STALE_AFTER``, or delivered to
-another bot, is kept unanswered (``stale``). A copy of a row read before its handling here ended
-(a redelivered update's, a retry's list) never queues it again.
+only its answer was lost), the retry drops the stale copy instead. A message's progress is kept
+on its row (``state``: received → routed → submitted → replying → answered, or ignored,
+silenced, failed, stale, uncertain). After a restart :meth:`Lifeline.recover` queues every
+open one from the graph before the channel is polled again: a turn already typed is relayed, not
+typed again; a reply whose send had begun is never sent twice (``uncertain``); one older than
+``MAXY_CHANNEL_STALE_AFTER``, or delivered to another bot, is kept unanswered (``stale``). A
+copy of a row read before its handling here ended (a redelivered update's, a retry's list)
+never queues it again.
 
 Log lines (``[channels] …``), one per event::
 
