@@ -152,12 +152,12 @@ def run(
     settings = channels.settings
     account = validate_account_id(settings.accounts_dir, settings.account_id)
 
+    client = engine or RpcClient(settings.engine_socket, timeout=30)  # one connection per call
+
     async def main() -> Recorder:
-        nonlocal engine
-        engine = engine or RpcClient(settings.engine_socket, timeout=30)
         manager = ManagerClient(settings.manager_socket, timeout=60)
-        answering = Answering(settings, account, engine)
-        channel = WhatsAppChannel(settings, account, engine, manager, answering)
+        answering = Answering(settings, account, client)
+        channel = WhatsAppChannel(settings, account, client, manager, answering)
         recorder = Recorder()
         await channel.connected(recorder, user(number), None, "Maxy")
         try:
