@@ -169,9 +169,12 @@ class Channels:
         """Wait until ``count`` inbound messages of a chat have reached a final state."""
 
         def done() -> bool:
+            # Kept first, then open: read the other way round, a message kept between the two
+            # reads counts as kept but not as open, and "handled" comes before its handling.
+            if len([r for r in self.rows(chat) if r["role"] == "user"]) < count:
+                return False
             pending = self.stack.rpc("channel.pending", {"channel": "telegram"})["messages"]
-            mine = [m for m in pending if m["chatId"] == str(chat)]
-            return len([r for r in self.rows(chat) if r["role"] == "user"]) >= count and not mine
+            return not [m for m in pending if m["chatId"] == str(chat)]
 
         wait_until(
             done, timeout, f"{count} messages of chat {chat} handled\n{self.output()[-3000:]}"
