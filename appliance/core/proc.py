@@ -110,19 +110,31 @@ def stop_signals_once(server: Any) -> None:
     def on_startup() -> None:
         fired = threading.Lock()
         for signum in (signal.SIGTERM, signal.SIGINT):
-            _first_only(signum, fired)
+            previous = signal.getsignal(signum)
+            _first_only(signum, fired, previous if callable(previous) else None)
 
     server.on_startup(on_startup)
 
 
-def _first_only(signum: int, fired: threading.Lock) -> None:
-    previous = signal.getsignal(signum)
+def on_first_stop_signal(act: Callable[[int, FrameType | None], object]) -> None:
+    """Call ``act`` at the process's first SIGTERM or SIGINT, on a thread of its own; later
+    signals are dropped. For a handler that sets a ``threading.Event`` the main thread waits
+    on (the Neo4j launcher's): run in the signal handler, ``set`` would wait for ever on the
+    Event's lock whenever the signal came while the main thread held it (see
+    :func:`stop_signals_once`)."""
+    fired = threading.Lock()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        _first_only(signum, fired, act)
 
+
+def _first_only(
+    signum: int, fired: threading.Lock, act: Callable[[int, FrameType | None], object] | None
+) -> None:
     def handler(received: int, frame: FrameType | None) -> None:
-        if not fired.acquire(blocking=False) or not callable(previous):
+        if not fired.acquire(blocking=False) or act is None:
             return
         threading.Thread(
-            target=previous, args=(received, frame), name="stop-signal", daemon=True
+            target=act, args=(received, frame), name="stop-signal", daemon=True
         ).start()
 
     signal.signal(signum, handler)

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import logging
 import os
-import signal
 import threading
 import time
 from collections.abc import Callable
@@ -25,7 +24,7 @@ from types import FrameType
 
 from appliance.core.fsio import low_on_space
 from appliance.core.ports import check_port_free
-from appliance.core.proc import die_with_parent, stop_group
+from appliance.core.proc import die_with_parent, on_first_stop_signal, stop_group
 from appliance.core.systemd import Notifier
 from appliance.graphdb.errors import Neo4jSetupError, StartFailed, database_stopped
 from appliance.graphdb.instance import Neo4jInstance, bolt_ready
@@ -58,12 +57,12 @@ def run(
     stop = threading.Event()
 
     def request_stop(signum: int, frame: FrameType | None) -> None:
-        if not stop.is_set():
-            stop.set()
-            notifier.stopping("neo4j")
+        stop.set()
+        notifier.stopping("neo4j")
 
-    for signum in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(signum, request_stop)
+    # On a thread, not in the handler: the main thread lives in ``stop.wait``, and a SIGTERM
+    # that came while it held the Event's lock left the launcher waiting on itself for ever.
+    on_first_stop_signal(request_stop)
 
     notifier.status(f"starting Neo4j (Bolt on {instance.uri()})")
     # Java ends with the launcher, however the launcher ends (under systemd the unit's cgroup is

@@ -16,6 +16,7 @@ import pytest
 from appliance.core.proc import (
     ToolMissing,
     ToolTimeout,
+    on_first_stop_signal,
     pid_alive,
     run,
     stop_group,
@@ -111,6 +112,46 @@ def test_a_stop_signal_never_waits_on_a_lock_its_own_thread_holds() -> None:
         while not entries and time.monotonic() < deadline:
             time.sleep(0.01)
         os.kill(os.getpid(), signal.SIGINT)  # and another signal after: dropped as well
+        sum(range(10_000))
+        time.sleep(0.1)
+    finally:
+        for signum, handler in saved.items():
+            signal.signal(signum, handler)
+    assert entries == ["stopping"]
+
+
+class _Event(threading.Event):
+    """A real Event whose ``set`` gives up after 2 s on its own lock instead of waiting for ever."""
+
+    def __init__(self, entries: list[str]) -> None:
+        super().__init__()
+        self.entries = entries
+        self.cond: threading.Condition = vars(self)["_cond"]  # the Event's own (private)
+
+    def set(self) -> None:
+        if not self.cond.acquire(timeout=2):
+            self.entries.append("blocked on its own lock")
+            return
+        self.cond.release()
+        super().set()
+        self.entries.append("stopping")
+
+
+def test_a_stop_callback_may_set_the_event_the_main_thread_waits_on() -> None:
+    """The Neo4j launcher's main thread lives in ``stop.wait``, and its SIGTERM handler called
+    ``stop.set()``: a signal that came while the main thread held the Event's lock (entering or
+    leaving the wait) left the launcher waiting on itself, and ``maxy neo4j run`` never
+    stopped. The callback now runs on a thread of its own, once."""
+    entries: list[str] = []
+    stop = _Event(entries)
+    saved = {signum: signal.getsignal(signum) for signum in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        on_first_stop_signal(lambda signum, frame: stop.set())
+        with stop.cond:  # the main thread inside the Event's wait, as the signal comes
+            os.kill(os.getpid(), signal.SIGTERM)
+            sum(range(10_000))  # Python runs a pending handler between bytecodes
+        assert stop.wait(10)
+        os.kill(os.getpid(), signal.SIGINT)  # a later signal is dropped
         sum(range(10_000))
         time.sleep(0.1)
     finally:
