@@ -8,7 +8,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from types import FrameType
 
 import pytest
@@ -80,7 +80,16 @@ class _Server:
         self.hooks.append(hook)
 
 
-def test_a_stop_signal_never_waits_on_a_lock_its_own_thread_holds() -> None:
+@pytest.fixture
+def stop_handlers() -> Iterator[None]:
+    """The test may replace SIGTERM's and SIGINT's handlers: pytest's come back after it."""
+    saved = {signum: signal.getsignal(signum) for signum in (signal.SIGTERM, signal.SIGINT)}
+    yield
+    for signum, handler in saved.items():
+        signal.signal(signum, handler)
+
+
+def test_a_stop_signal_never_waits_on_a_lock_its_own_thread_holds(stop_handlers: None) -> None:
     """Granian's handler sets an Event under a lock that is not reentrant. A signal delivered
     while the main thread held that lock (in the handler of an earlier signal, or in the Event's
     own wait) ran the handler inside it, and the process waited on itself for ever."""
@@ -98,25 +107,20 @@ def test_a_stop_signal_never_waits_on_a_lock_its_own_thread_holds() -> None:
         finally:
             lock.release()
 
-    saved = {signum: signal.getsignal(signum) for signum in (signal.SIGTERM, signal.SIGINT)}
     signal.signal(signal.SIGTERM, granian_like)
-    try:
-        server = _Server()
-        stop_signals_once(server)
-        for hook in server.hooks:  # Granian runs its startup hooks after installing its handler
-            hook()
-        with lock:  # the main thread inside the Event's wait, as the first signal comes
-            os.kill(os.getpid(), signal.SIGTERM)
-            sum(range(10_000))
-        deadline = time.monotonic() + 10
-        while not entries and time.monotonic() < deadline:
-            time.sleep(0.01)
-        os.kill(os.getpid(), signal.SIGINT)  # and another signal after: dropped as well
+    server = _Server()
+    stop_signals_once(server)
+    for hook in server.hooks:  # Granian runs its startup hooks after installing its handler
+        hook()
+    with lock:  # the main thread inside the Event's wait, as the first signal comes
+        os.kill(os.getpid(), signal.SIGTERM)
         sum(range(10_000))
-        time.sleep(0.1)
-    finally:
-        for signum, handler in saved.items():
-            signal.signal(signum, handler)
+    deadline = time.monotonic() + 10
+    while not entries and time.monotonic() < deadline:
+        time.sleep(0.01)
+    os.kill(os.getpid(), signal.SIGINT)  # and another signal after: dropped as well
+    sum(range(10_000))
+    time.sleep(0.1)
     assert entries == ["stopping"]
 
 
@@ -137,24 +141,19 @@ class _Event(threading.Event):
         self.entries.append("stopping")
 
 
-def test_a_stop_callback_may_set_the_event_the_main_thread_waits_on() -> None:
+def test_a_stop_callback_may_set_the_event_the_main_thread_waits_on(stop_handlers: None) -> None:
     """The Neo4j launcher's main thread lives in ``stop.wait``, and its SIGTERM handler called
     ``stop.set()``: a signal that came while the main thread held the Event's lock (entering or
     leaving the wait) left the launcher waiting on itself, and ``maxy neo4j run`` never
     stopped. The callback now runs on a thread of its own, once."""
     entries: list[str] = []
     stop = _Event(entries)
-    saved = {signum: signal.getsignal(signum) for signum in (signal.SIGTERM, signal.SIGINT)}
-    try:
-        on_first_stop_signal(lambda signum, frame: stop.set())
-        with stop.cond:  # the main thread inside the Event's wait, as the signal comes
-            os.kill(os.getpid(), signal.SIGTERM)
-            sum(range(10_000))  # Python runs a pending handler between bytecodes
-        assert stop.wait(10)
-        os.kill(os.getpid(), signal.SIGINT)  # a later signal is dropped
-        sum(range(10_000))
-        time.sleep(0.1)
-    finally:
-        for signum, handler in saved.items():
-            signal.signal(signum, handler)
+    on_first_stop_signal(lambda signum, frame: stop.set())
+    with stop.cond:  # the main thread inside the Event's wait, as the signal comes
+        os.kill(os.getpid(), signal.SIGTERM)
+        sum(range(10_000))  # Python runs a pending handler between bytecodes
+    assert stop.wait(10)
+    os.kill(os.getpid(), signal.SIGINT)  # a later signal is dropped
+    sum(range(10_000))
+    time.sleep(0.1)
     assert entries == ["stopping"]
