@@ -11,7 +11,14 @@ from pathlib import Path
 from typing import Any, Protocol
 
 import neo4j
-from neo4j.exceptions import AuthError, DriverError, Neo4jError, ServiceUnavailable
+from neo4j.exceptions import (
+    AuthError,
+    DriverError,
+    Neo4jError,
+    ServiceUnavailable,
+    SessionExpired,
+    TransientError,
+)
 
 from appliance.core.fsio import DiskFull, low_on_space
 from appliance.graphdb.errors import database_stopped
@@ -146,6 +153,36 @@ class Graph:
         async with translate_errors(self.uri, self.store):
             result = await self._driver.execute_query(cypher, dict(params or {}), database_="neo4j")
         return [_plain(record.data()) for record in result.records], result.summary
+
+    async def read(
+        self, cypher: str, params: Mapping[str, Any] | None = None
+    ) -> tuple[list[dict[str, Any]], Any]:
+        """Run one read-only statement as :meth:`run` does, in a cheaper transaction.
+
+        An auto-commit transaction is one round trip (its RUN and PULL sent together) where
+        :meth:`run`'s managed transaction takes more: ~1.5 ms a statement on 2 vCPUs, and a search
+        makes three. It reads after every write :meth:`run` made (the same bookmarks) and, where
+        the URI routes (``neo4j://``), from a reader. What the managed transaction would retry
+        (a database still starting, a cluster member gone) goes the managed way, retried as
+        :meth:`run` retries it.
+        """
+        args = dict(params or {})
+        async with translate_errors(self.uri, self.store):
+            try:
+                async with self._driver.session(
+                    database="neo4j",
+                    default_access_mode=neo4j.READ_ACCESS,
+                    bookmark_manager=self._driver.execute_query_bookmark_manager,
+                ) as session:
+                    result = await session.run(cypher, args)
+                    records = [record async for record in result]
+                    summary = await result.consume()
+            except (TransientError, ServiceUnavailable, SessionExpired):
+                managed = await self._driver.execute_query(
+                    cypher, args, database_="neo4j", routing_=neo4j.RoutingControl.READ
+                )
+                records, summary = managed.records, managed.summary
+        return [_plain(record.data()) for record in records], summary
 
     @asynccontextmanager
     async def transaction(self) -> AsyncIterator[Transaction]:

@@ -273,7 +273,7 @@ class Searcher:
                 )
                 rows += (await self._fill(cypher, {**scoped, "q": query}, want))[0]
             # A node that lists the keyword in its `keywords` property matches fully (1.0).
-            listed, _ = await self.graph.run(
+            listed, _ = await self.graph.read(
                 "MATCH (n) WHERE n.accountId = $account AND $kw IN coalesce(n.keywords, []) "
                 f"AND {guard('n')} AND {records_hidden('n')} WITH n, 1.0 AS score LIMIT $want "
                 f"RETURN collect({_NODE}) AS allowed",
@@ -289,7 +289,7 @@ class Searcher:
     async def vector_indexes(self) -> dict[str, str]:
         """Discover the vector indexes at runtime; cached until :meth:`forget_indexes`."""
         if self._indexes is None:
-            rows, _ = await self.graph.run(
+            rows, _ = await self.graph.read(
                 "SHOW VECTOR INDEXES YIELD name, labelsOrTypes, entityType, state "
                 "WHERE entityType = 'NODE' AND state = 'ONLINE' "
                 "RETURN name, labelsOrTypes[0] AS label"
@@ -355,7 +355,7 @@ class Searcher:
         Also says whether the indexes gave everything they had (the pool was not cut)."""
         k = want
         while True:
-            rows, _ = await self.graph.run(cypher, {**params, "k": k})
+            rows, _ = await self.graph.read(cypher, {**params, "k": k})
             pooled = int(rows[0]["pooled"]) if rows else 0
             allowed: list[dict[str, Any]] = rows[0]["allowed"] if rows else []
             # Fewer pooled rows than k: the indexes had nothing more to give.
@@ -368,7 +368,7 @@ class Searcher:
         """Attach up to MAX_RELATED guarded one-hop neighbours to each result."""
         if not results:
             return
-        rows, _ = await self.graph.run(
+        rows, _ = await self.graph.read(
             "UNWIND $eids AS eid MATCH (r) WHERE elementId(r) = eid "
             f"CALL (r) {{ MATCH (r)-[rel]-(m) WHERE {guard('m')} AND {records_hidden('m')} "
             "RETURN coalesce(m.id, elementId(m)) AS id, labels(m) AS labels, type(rel) AS type, "

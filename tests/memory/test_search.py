@@ -8,10 +8,19 @@ import pytest
 
 from appliance.core.identity import Caller
 from appliance.memory import search as search_module
+from appliance.memory.embedder import Embedder
+from appliance.memory.errors import GraphUnavailable
 from appliance.memory.fusion import fuse
+from appliance.memory.graph import Graph
 from appliance.memory.hits import Candidate
 from appliance.memory.ingest import Ingester, IngestRequest
-from appliance.memory.search import SearchRequest, SearchResult, by_document, wants_documents
+from appliance.memory.search import (
+    Searcher,
+    SearchRequest,
+    SearchResult,
+    by_document,
+    wants_documents,
+)
 from appliance.memory.write import Edge, WriteRequest
 from tests.memory.conftest import Memory
 
@@ -176,6 +185,19 @@ async def test_a_guarded_query_still_fills_its_limit(memory: Memory) -> None:
         )
     names = await search(memory, "boiler", memory.other(scopes=("public",)), limit=5)
     assert sorted(names) == [f"public {i}" for i in range(5)]
+
+
+async def test_a_search_with_neo4j_unreachable_says_what_to_do(embedder: Embedder) -> None:
+    graph = Graph("bolt://127.0.0.1:1", "neo4j", "secret", timeout=1.0)
+
+    async def embed(text: str) -> list[float]:
+        return [float(x) for x in embedder.embed(text)]
+
+    try:
+        with pytest.raises(GraphUnavailable, match=r"(?s)not reachable.*just run"):
+            await Searcher(graph, embed).search(Caller(account_id="nobody"), SearchRequest("tea"))
+    finally:
+        await graph.close()
 
 
 @pytest.mark.parametrize(
