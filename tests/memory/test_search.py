@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 import pytest
 
@@ -185,6 +186,30 @@ async def test_a_guarded_query_still_fills_its_limit(memory: Memory) -> None:
         )
     names = await search(memory, "boiler", memory.other(scopes=("public",)), limit=5)
     assert sorted(names) == [f"public {i}" for i in range(5)]
+
+
+async def test_the_keyword_leg_takes_one_statement_where_other_accounts_share_its_index(
+    memory: Memory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The full-text index is every account's: half of these matches are a stranger's, so a first
+    # pool of just the rows wanted (30 for 10 results) would come back short and go again.
+    stranger = memory.other(account_id=memory.caller.account_id + "-zz")
+    for who, name in ((memory.caller, "own"), (stranger, "theirs")):
+        for i in range(20):
+            text = {"name": f"{name} {i}", "description": "the zqvlarbic valve is stuck"}
+            await memory.writer.write(who, WriteRequest("Note", text))
+    pools: list[int] = []
+    read = memory.graph.read
+
+    async def counting(cypher: str, params: dict[str, Any] | None = None) -> object:
+        if params and search_module.FULLTEXT_INDEX in cypher:
+            pools.append(int(params["k"]))
+        return await read(cypher, params)
+
+    monkeypatch.setattr(memory.graph, "read", counting)
+    names = await search(memory, "zqvlarbic", vector_weight=0.0, keyword_weight=1.0)
+    assert len(names) == 10 and all(name.startswith("own ") for name in names), names
+    assert pools == [30 * search_module.KEYWORD_POOL]
 
 
 async def test_a_search_with_neo4j_unreachable_says_what_to_do(embedder: Embedder) -> None:
