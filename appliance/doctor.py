@@ -18,6 +18,7 @@ from appliance.core.ports import PortInUse, check_port_free
 from appliance.graphdb.errors import Neo4jSetupError
 from appliance.graphdb.instance import bolt_ready, distribution_dir, verify_distribution
 from appliance.graphdb.java import find_java, required_java_major
+from appliance.memory.graph import rust_packstream
 from appliance.rpc.client import RpcClient
 from appliance.rpc.protocol import RpcError
 
@@ -93,6 +94,17 @@ def _model(settings: Settings) -> Check:
     return Check("embedding model", True, f"{path} (no .sha256 beside it to verify)")
 
 
+def _driver() -> Check:
+    if not rust_packstream():
+        return Check(
+            "neo4j driver",
+            False,
+            "its Rust extension (neo4j-rust-ext) is missing, so searches decode in pure Python; "
+            "rebuild the binary (`just build`) or reinstall the dependencies (`just test`)",
+        )
+    return Check("neo4j driver", True, "packstream in Rust (neo4j-rust-ext)")
+
+
 def _edge(settings: Settings) -> Check:
     try:
         check_port_free(settings.host, settings.port, "MAXY_PORT")
@@ -126,6 +138,7 @@ def run_checks(settings: Settings, environ: Mapping[str, str]) -> list[Check]:
         lambda: _neo4j_jars(settings),
         lambda: _neo4j_bolt(settings),
         lambda: _model(settings),
+        _driver,
         lambda: _engine(settings),
         lambda: _edge(settings),
     ]

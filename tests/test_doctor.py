@@ -21,7 +21,7 @@ def test_all_checks_pass_with_everything_running(maxy_env: Env, start_maxy: Any)
     done = doctor(maxy_env.vars)
     assert done.returncode == 0, done.stdout
     assert "FAIL" not in done.stdout
-    assert "8 of 8 checks passed." in done.stdout
+    assert "9 of 9 checks passed." in done.stdout
 
 
 def test_an_empty_machine_gets_a_list_of_fixes(tmp_path: Path) -> None:
