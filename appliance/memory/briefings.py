@@ -94,7 +94,7 @@ async def write_briefing(graph: Graph, caller: Caller, fields: dict[str, str]) -
 
 async def latest_briefing(graph: Graph, caller: Caller) -> dict[str, Any] | None:
     """The newest briefing the caller may see, or None."""
-    rows, _ = await graph.run(
+    rows, _ = await graph.read(
         f"MATCH (b:{LABEL} {{accountId: $account}}) WHERE {guard('b')} "
         "RETURN b {.id, .sessionId, .createdAt, .asked, .done, .decisions, .inProgress, "
         ".aboutOwner} AS briefing ORDER BY b.createdAt DESC LIMIT 1",

@@ -238,7 +238,7 @@ async def update(graph: Graph, caller: Caller, call: api.ChannelUpdateRequest) -
 async def pending(graph: Graph, caller: Caller, channel: str, limit: int) -> dict[str, Any]:
     """Inbound messages of ``channel`` whose handling has not ended, in the order they came."""
     label_of(channel)
-    rows, _ = await graph.run(
+    rows, _ = await graph.read(
         "MATCH (c:Conversation)-[:HAS_MESSAGE]->(m:ChannelMessage {accountId: $account}) "
         "WHERE m.channel = $channel AND m.direction = 'in' AND m.state IN $open "
         f"AND {guard('m')} "
@@ -251,7 +251,7 @@ async def pending(graph: Graph, caller: Caller, channel: str, limit: int) -> dic
 async def chats(graph: Graph, caller: Caller, channel: str, limit: int) -> dict[str, Any]:
     """A channel's chats, the most recently active first, with who last wrote in each."""
     label_of(channel)
-    rows, _ = await graph.run(
+    rows, _ = await graph.read(
         "MATCH (c:Conversation {accountId: $account}) "
         f"WHERE c.channel = $channel AND {guard('c')} "
         "WITH c ORDER BY c.lastMessageAt DESC LIMIT $limit "

@@ -331,7 +331,7 @@ class Contacts:
                 "every contact).",
             )
         limit = max(1, min(limit, MAX_LOOKUP))
-        rows, _ = await self.graph.run(
+        rows, _ = await self.graph.read(
             f"MATCH (n:{LABEL}) WHERE {guard('n')} "
             # coalesce: a detail not asked for compares to null, and null sorts first DESC.
             f"WITH n, coalesce({_EMAIL_OF} = $email, false) AS byEmail, "
@@ -373,7 +373,7 @@ class Contacts:
         page = max(1, page)
         page_size = max(1, min(page_size, MAX_PAGE_SIZE))
         skip = (page - 1) * page_size
-        rows, _ = await self.graph.run(
+        rows, _ = await self.graph.read(
             f"MATCH (n:{LABEL}) WHERE {guard('n')} "
             f"WITH n ORDER BY {_SORT_NAME}, n.id "
             "WITH collect(n) AS everyone "
@@ -412,7 +412,7 @@ class Contacts:
 
     async def _visible(self, caller: Caller, contact_id: str) -> dict[str, Any] | None:
         """The live contact of that id the caller may see, or None."""
-        rows, _ = await self.graph.run(
+        rows, _ = await self.graph.read(
             f"MATCH (n:{LABEL} {{id: $id}}) WHERE {guard('n')} "
             "RETURN n {.*, embedding: null} AS props, n.scope AS scope, n.agents AS agents",
             {**caller.params(), "id": contact_id},

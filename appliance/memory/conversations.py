@@ -249,7 +249,7 @@ async def conversation_search(
     # A session among more than MAX_FETCH closer messages of the account may come back short.
     k = max(limit * 4, 40)
     while True:
-        rows, _ = await graph.run(_SEARCH, {**params, "k": k})
+        rows, _ = await graph.read(_SEARCH, {**params, "k": k})
         hits = [{**row["hit"], "score": row["score"]} for row in rows if row["hit"]]
         if len(hits) >= limit or len(rows) < k or k >= MAX_FETCH:
             break
@@ -273,7 +273,7 @@ async def session_messages(
         raise rejected("conversations", "invalid-session", "Name the session to read.")
     if not 1 <= limit <= MAX_FETCH:
         raise BadParams(f"limit must be between 1 and {MAX_FETCH}")
-    rows, _ = await graph.run(
+    rows, _ = await graph.read(
         "MATCH (c:Conversation {accountId: $account, sessionId: $session}) "
         f"WHERE {guard('c')} "
         "MATCH (c)-[:HAS_MESSAGE]->(m:Message) "
@@ -316,7 +316,7 @@ async def ended_conversations(
     """Visitors' conversations with no message since ``before`` and no review yet, oldest
     first: what the lead review still has to read."""
     _owner_only(caller, "ended")
-    rows, _ = await graph.run(
+    rows, _ = await graph.read(
         "MATCH (c:Conversation {accountId: $account}) "
         f"WHERE {guard('c')} AND c.sessionId STARTS WITH $prefix "
         "AND c.lastMessageAt < $before AND c.reviewedAt IS NULL "

@@ -199,7 +199,7 @@ async def sample(
         "AND ($labels IS NULL OR any(l IN labels(n) WHERE l IN $labels)) "
         "AND ($ids IS NULL OR n.id IN $ids) " + hide
     )
-    rows, _ = await graph.run(
+    rows, _ = await graph.read(
         matched + "WITH n ORDER BY n.updatedAt IS NULL, n.updatedAt DESC LIMIT $limit + 1 "
         "WITH collect(n) AS found "
         "WITH found[..$limit] AS nodes, size(found) > $limit AS truncated "
@@ -211,7 +211,7 @@ async def sample(
         params,
     )
     row: dict[str, Any] = rows[0] if rows else {"nodes": [], "edges": [], "truncated": False}
-    counted, _ = await graph.run(
+    counted, _ = await graph.read(
         f"MATCH (n) WHERE {guard('n')} {hide}UNWIND labels(n) AS label "
         "RETURN label, count(*) AS count ORDER BY count DESC, label",
         {**caller.params(), "internal": internal_records},
@@ -252,7 +252,7 @@ async def neighbourhood(
     if label is not None and not _LABEL.match(label):
         raise BadParams(f"not a node label: {label!r}")
     match = f"MATCH (n:`{label}`)" if label else "MATCH (n)"
-    rows, _ = await graph.run(
+    rows, _ = await graph.read(
         f"{match} WHERE (n.id = $id OR (n.id IS NULL AND elementId(n) = $id)) AND {guard('n')} "
         "WITH n LIMIT 1 "
         f"CALL (n) {{ MATCH (n)-[r]-(m) WHERE {guard('m')} "

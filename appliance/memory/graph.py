@@ -170,7 +170,7 @@ class Graph:
 
         An auto-commit transaction is one round trip (its RUN and PULL sent together) where
         :meth:`run`'s managed transaction takes more: ~1.5 ms a statement on 2 vCPUs, and a search
-        makes three. It reads after every write :meth:`run` made (the same bookmarks) and, where
+        makes three. It reads after every write this graph made (the same bookmarks) and, where
         the URI routes (``neo4j://``), from a reader. What the managed transaction would retry
         (a database still starting, a cluster member gone) goes the managed way, retried as
         :meth:`run` retries it.
@@ -178,11 +178,7 @@ class Graph:
         args = dict(params or {})
         async with translate_errors(self.uri, self.store):
             try:
-                async with self._driver.session(
-                    database="neo4j",
-                    default_access_mode=neo4j.READ_ACCESS,
-                    bookmark_manager=self._driver.execute_query_bookmark_manager,
-                ) as session:
+                async with self._session(neo4j.READ_ACCESS) as session:
                     result = await session.run(cypher, args)
                     records = [record async for record in result]
                     summary = await result.consume()
@@ -193,12 +189,22 @@ class Graph:
                 records, summary = managed.records, managed.summary
         return [_plain(record.data()) for record in records], summary
 
+    def _session(self, access: str = neo4j.WRITE_ACCESS) -> neo4j.AsyncSession:
+        """A session in the causal chain of :meth:`run`'s statements (the driver's bookmarks):
+        with a routing URI, a read on a reader sees every write made before it, whichever way
+        it was made."""
+        return self._driver.session(
+            database="neo4j",
+            default_access_mode=access,
+            bookmark_manager=self._driver.execute_query_bookmark_manager,
+        )
+
     @asynccontextmanager
     async def transaction(self) -> AsyncIterator[Transaction]:
         """One write transaction: committed when the block ends, rolled back if it raises."""
         async with (
             translate_errors(self.uri, self.store),
-            self._driver.session(database="neo4j") as session,
+            self._session() as session,
         ):
             tx = await session.begin_transaction()
             try:
@@ -213,7 +219,7 @@ class Graph:
         """One read transaction whose statements stream their records (a consistent export)."""
         async with (
             translate_errors(self.uri),
-            self._driver.session(database="neo4j", default_access_mode=neo4j.READ_ACCESS) as s,
+            self._session(neo4j.READ_ACCESS) as s,
         ):
             tx = await s.begin_transaction()
             try:

@@ -156,7 +156,7 @@ class Projects:
         current = self.tasks.now(now)
         wanted = [work.choice(p, work.PHASES, "phase", AREA) for p in phases or health.OPEN_PHASES]
         limit = max(1, min(limit, MAX_LIST))
-        rows, _ = await self.graph.run(
+        rows, _ = await self.graph.read(
             f"MATCH (p:Project {{accountId: $account}}) WHERE {guard('p')} "
             f"AND p.phase IN $phases RETURN {_FACTS}",
             {**caller.params(), "phases": wanted},
@@ -180,7 +180,7 @@ class Projects:
         """One project in full: health, tasks (ready ones marked), open issues, history."""
         work.owner_only(caller, AREA, op)
         current = self.tasks.now(now)
-        rows, _ = await self.graph.run(
+        rows, _ = await self.graph.read(
             f"MATCH (p:Project {{id: $id}}) WHERE {guard('p')} RETURN {_FACTS}",
             {**caller.params(), "id": project_id},
         )
@@ -566,7 +566,7 @@ class Projects:
         """A visible project's text properties (what a change and its embedding start from)."""
         if not isinstance(project_id, str) or not project_id.strip():
             raise rejected(AREA, "missing-id", f"Give the project's id ({PROJECT_HINT})")
-        rows, _ = await self.graph.run(
+        rows, _ = await self.graph.read(
             f"MATCH (p:Project {{id: $id}}) WHERE {guard('p')} "
             "RETURN p {.*, embedding: null} AS props, "
             "[k IN keys(p) WHERE p[k] IS :: STRING OR p[k] IS :: LIST<ANY>] AS textual",

@@ -232,7 +232,7 @@ async def read_latest_reports(
     # not relevance, so a full-text pool cut at its own limit could drop the newest match;
     # substring matching also finds "invoice" in "invoices" without analyser surprises; and
     # an account's reports are few enough for the accountId index to narrow them first.
-    rows, _ = await graph.run(
+    rows, _ = await graph.read(
         f"MATCH (r:Report) WHERE {guard('r')} AND {_KEYWORD_FILTER} "
         "RETURN r.id AS id, r.title AS title, r.body AS body, r.createdAt AS createdAt, "
         "r.updatedAt AS updatedAt, r.sourceWorkflow AS sourceWorkflow, "
@@ -263,7 +263,7 @@ async def list_reports(
     if not 1 <= page_size <= MAX_PAGE_SIZE:
         raise BadParams(f"page_size must be between 1 and {MAX_PAGE_SIZE}")
     skip = (page - 1) * page_size
-    rows, _ = await graph.run(
+    rows, _ = await graph.read(
         f"MATCH (r:Report) WHERE {guard('r')} AND {_KEYWORD_FILTER} "
         "AND ($workflow IS NULL OR r.sourceWorkflow = $workflow) "
         "WITH r ORDER BY r.createdAt DESC, r.id DESC "

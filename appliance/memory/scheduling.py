@@ -386,7 +386,7 @@ class Scheduling(OwnerWork):
         if end <= start:
             raise rejected("scheduling", "bad-window", "until must be later than since.")
         cap = max(1, min(limit or MAX_OCCURRENCES, MAX_OCCURRENCES))
-        rows, _ = await self.graph.run(
+        rows, _ = await self.graph.read(
             f"MATCH (n:Event) WHERE {guard('n')} AND n.startDate IS NOT NULL "
             f"AND coalesce(n.status, 'active') <> 'cancelled' RETURN {_ITEM}",
             caller.params(),
@@ -440,7 +440,7 @@ class Scheduling(OwnerWork):
             )
         current = self.now(now)
         cap = max(1, min(limit or MAX_LIST, MAX_LIST))
-        rows, _ = await self.graph.run(
+        rows, _ = await self.graph.read(
             f"MATCH (n:Reminder) WHERE {guard('n')} "
             "AND ($status = 'all' OR coalesce(n.status, 'active') = $status) "
             f"RETURN {_ITEM} ORDER BY n.nextFireAt, n.dueDate, n.id LIMIT $limit",

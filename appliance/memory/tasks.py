@@ -268,7 +268,7 @@ class Tasks(work.OwnerWork):
 
     async def get(self, caller: Caller, task_id: str, op: str, now: datetime) -> dict[str, Any]:
         """One task with its progress log, or the "no task" refusal."""
-        rows, _ = await self.graph.run(
+        rows, _ = await self.graph.read(
             f"MATCH (t:Task {{id: $id}}) WHERE {work.OWNER_TASK} RETURN {VIEW}, "
             f"[(t)-[:HAS_PROGRESS]->(e:ProgressEntry) WHERE {guard('e')} | "
             "e {.text, .status, .from, .at, .order}] AS progress",
@@ -289,7 +289,7 @@ class Tasks(work.OwnerWork):
         self, caller: Caller, statuses: Sequence[str], today: date, project_id: str | None = None
     ) -> list[dict[str, Any]]:
         """The owner's tasks of some statuses (of one project), most pressing first."""
-        rows, _ = await self.graph.run(
+        rows, _ = await self.graph.read(
             f"MATCH (t:Task {{accountId: $account}}) WHERE {work.OWNER_TASK} "
             f"AND t.status IN $statuses RETURN {VIEW}",
             {**vocabulary(caller), "statuses": list(statuses)},
@@ -589,7 +589,7 @@ class Tasks(work.OwnerWork):
         """A task's stored properties (what embedding and status changes start from)."""
         if not isinstance(task_id, str) or not task_id.strip():
             raise rejected(AREA, "missing-id", f"Give the task's id ({FIND_HINT})")
-        rows, _ = await self.graph.run(
+        rows, _ = await self.graph.read(
             f"MATCH (t:Task {{id: $id}}) WHERE {work.OWNER_TASK} "
             # Only text: instants come back as ISO strings, and an embedding reads text only.
             "RETURN t {.*, embedding: null} AS props, "

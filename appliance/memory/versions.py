@@ -115,7 +115,7 @@ FILE_KEYS = ("fileName", "file", "fileSha256", "fileBytes", "mediaType")
 
 
 async def _document(graph: Graph, caller: Caller, document_id: str) -> dict[str, Any]:
-    rows, _ = await graph.run(
+    rows, _ = await graph.read(
         "MATCH (d:KnowledgeDocument {id: $doc}) WHERE " + guard("d") + " "
         "RETURN d.id AS id, d.title AS title, d.attachmentId AS attachmentId, "
         "d.version AS current, d.scope AS scope, d.agents AS agents",
@@ -132,7 +132,7 @@ async def _document(graph: Graph, caller: Caller, document_id: str) -> dict[str,
 async def listing(graph: Graph, caller: Caller, document_id: str) -> dict[str, Any]:
     """The document's versions, newest first (their text left out)."""
     document = await _document(graph, caller, document_id)
-    rows, _ = await graph.run(
+    rows, _ = await graph.read(
         "MATCH (d:KnowledgeDocument {id: $doc})-[:HAS_VERSION]->(v:DocumentVersion) "
         "WHERE " + guard("d") + " AND " + guard("v") + " "
         f"RETURN v {{{_SUMMARY}}} AS version ORDER BY v.number DESC",
@@ -150,7 +150,7 @@ async def listing(graph: Graph, caller: Caller, document_id: str) -> dict[str, A
 async def text_of(graph: Graph, caller: Caller, document_id: str, number: int) -> dict[str, Any]:
     """One version in full (its title, text and file), or NotFound."""
     document = await _document(graph, caller, document_id)
-    rows, _ = await graph.run(
+    rows, _ = await graph.read(
         "MATCH (d:KnowledgeDocument {id: $doc})-[:HAS_VERSION]->(v:DocumentVersion) "
         "WHERE " + guard("d") + " AND " + guard("v") + " AND v.number = $number "
         f"RETURN v {{{_SUMMARY}, text: v.text, file: v.file, fileSha256: v.fileSha256, "
