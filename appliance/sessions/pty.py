@@ -89,11 +89,26 @@ class Viewer(Protocol):
         """The session's process has exited."""
 
 
+# Out of memory, the kernel ends the process of highest badness: its share of memory plus its
+# oom_score_adj (-1000..1000). Sessions are what an owner adds, about 1 GB each with their MCP
+# servers (`just bench-memory`): a third on a 4 GB Pi would otherwise have the kernel end the
+# largest process, Neo4j. Set in the child before exec, so the CLI, its MCP servers and every
+# command it runs inherit it; raising one's own needs no privilege.
+SESSION_OOM_SCORE_ADJ = 500
+
+
 def _preexec() -> None:
     # The manager may ignore or block signals; the CLI starts with the defaults.
     for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGPIPE, signal.SIGCHLD):
         signal.signal(sig, signal.SIG_DFL)
     signal.pthread_sigmask(signal.SIG_SETMASK, set())
+    # Between fork and exec nothing can be logged; without /proc the session still starts.
+    with contextlib.suppress(OSError):
+        fd = os.open("/proc/self/oom_score_adj", os.O_WRONLY)
+        try:
+            os.write(fd, str(SESSION_OOM_SCORE_ADJ).encode())
+        finally:
+            os.close(fd)
 
 
 class PtyHandle:

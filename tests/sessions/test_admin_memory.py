@@ -23,9 +23,18 @@ from appliance.core.identity import Caller
 from appliance.memory.graph import Graph
 from appliance.rpc.client import RpcClient
 from appliance.rpc.protocol import RpcError
+from appliance.sessions.pty import SESSION_OOM_SCORE_ADJ
 from tests.sessions.conftest import Manager, restart, wait_for_health
 from tests.sessions.test_spawn import option
-from tests.support.processes import Neo4jServer, Process, maxy, runtime_dir, wait_until
+from tests.support.processes import (
+    Neo4jServer,
+    Process,
+    maxy,
+    process_table,
+    process_tree,
+    runtime_dir,
+    wait_until,
+)
 from tests.support.stacks import manager_env
 
 pytestmark = pytest.mark.timeout(240)
@@ -179,6 +188,38 @@ def test_the_doubles_tool_calls_are_audited_on_its_conversation(
         assert call["startedAt"] <= call["endedAt"]
     assert "gate code" in rows[1]["call"]["input"] and "4711" in rows[1]["call"]["output"]
     manager.stop_all()
+
+
+def proc_number(pid: int, name: str) -> int:
+    return int(Path(f"/proc/{pid}/{name}").read_text())
+
+
+def test_out_of_memory_the_kernel_ends_a_session_before_neo4j_the_engine_or_the_manager(
+    stack: Stack, neo4j_server: Neo4jServer
+) -> None:
+    """Every process of a session (the CLI, the MCP servers it started) carries the raised
+    oom_score_adj, so each ranks above every process of the appliance in the kernel's choice."""
+    manager = stack.manager
+    row = manager.spawn("Please search memory for the gate code.")
+    manager.wait_row(row["id"], lambda r: r["turnEnded"], 90)
+    table = process_table()
+    session = process_tree(row["pid"], table)
+    commands = [" ".join(table[pid][1]) for pid in session if pid in table]
+    assert any("mcp-helper" in c for c in commands), commands
+    assert any(" mcp --plugin memory" in c for c in commands), commands
+    assert {proc_number(pid, "oom_score_adj") for pid in session} == {SESSION_OOM_SCORE_ADJ}
+
+    appliance = [
+        *process_tree(neo4j_server.proc.pid, table),
+        *process_tree(stack.engine.proc.pid, table),
+        manager.process.proc.pid,
+        manager.status()["pid"],
+    ]
+    assert not set(appliance) & set(session)
+    first = min(proc_number(pid, "oom_score") for pid in session)
+    last = max(proc_number(pid, "oom_score") for pid in appliance)
+    assert first > last, (first, last)
+    manager.stop(row["id"])
 
 
 def test_the_owners_turns_are_kept_as_a_conversation_and_never_twice(stack: Stack) -> None:
