@@ -404,6 +404,13 @@ SETTINGS: tuple[Setting, ...] = (
     ),
     Setting("pty_cap", 8, "Claude Code sessions (PTYs) at once, all kinds.", _positive_int),
     Setting(
+        "session_memory_mb",
+        1024,
+        "Free memory (MB, the kernel's MemAvailable) a new session needs, less what sessions "
+        "still starting will take; with less the spawn is refused (0: no check).",
+        _non_negative_int,
+    ),
+    Setting(
         "idle_reap_interval", 30.0, "Seconds between idle-reaper passes over specialists.", _seconds
     ),
     Setting(
@@ -634,6 +641,7 @@ class Settings:
     specialist_cap: int
     operator_reserve: int
     pty_cap: int
+    session_memory_mb: int
     idle_reap_interval: float
     idle_limit: float
     stop_grace: float

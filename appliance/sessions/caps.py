@@ -8,7 +8,11 @@ concurrent spawns see each other and the caps hold exactly:
   (``operator-slots-reserved``);
 - specialists: at most ``specialist_cap``; one more evicts the oldest idle specialist, whose slot
   it takes over, or is refused with ``specialist-cap-reached`` when every specialist is busy or
-  still starting.
+  still starting;
+- memory: a spawn that evicts nobody needs ``memory_mb`` of the kernel's MemAvailable, after
+  ``memory_mb`` for each session still starting (``memory-low``). A session with its MCP servers
+  takes about 1 GB (`just bench-memory`): refusing it with a clear answer beats the kernel's
+  out-of-memory killer ending one (a session, see ``SESSION_OOM_SCORE_ADJ``) mid-turn.
 
 The idle reaper stops a specialist that has been silent (no output, input or file change) for
 ``idle_limit`` seconds; a busy one is never stopped.
@@ -27,6 +31,18 @@ from appliance.sessions.pty import PtyHandle
 _tokens = itertools.count(1)
 
 
+def available_mb() -> int | None:
+    """What the kernel can give without swapping (MemAvailable), in MB; None when unknown."""
+    try:
+        with open("/proc/meminfo", encoding="ascii") as meminfo:
+            for line in meminfo:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) // 1024
+    except (OSError, ValueError):
+        return None
+    return None
+
+
 @dataclass(eq=False)
 class Slot:
     """A place for one session, from admission until its process is reaped."""
@@ -42,10 +58,13 @@ class Slot:
 class Caps:
     """The slots in use and the admission rules."""
 
-    def __init__(self, specialist_cap: int, operator_reserve: int, total_cap: int) -> None:
+    def __init__(
+        self, specialist_cap: int, operator_reserve: int, total_cap: int, memory_mb: int = 0
+    ) -> None:
         self.specialist_cap = specialist_cap
         self.operator_reserve = operator_reserve
         self.total_cap = total_cap
+        self.memory_mb = memory_mb
         self.slots: set[Slot] = set()
 
     def _counted(self) -> list[Slot]:
@@ -90,11 +109,32 @@ class Caps:
                 "Stop one, or raise MAXY_PTY_CAP.",
                 cap=self.total_cap,
             )
+        if victim is None and self.memory_mb:
+            self._check_memory(counted)
         if victim is not None:
             victim.evicted = True
         slot = Slot(specialist)
         self.slots.add(slot)
         return slot, victim
+
+    def _check_memory(self, counted: list[Slot]) -> None:
+        """Refuse a spawn the free memory cannot hold (see the module docstring)."""
+        free = available_mb()
+        if free is None:
+            return
+        starting = sum(1 for slot in counted if slot.session_id is None)
+        left = free - starting * self.memory_mb
+        if left < self.memory_mb:
+            pending = f", less {starting} session(s) still starting" if starting else ""
+            raise CapRefused(
+                "memory-low",
+                f"A session needs about {self.memory_mb} MB of free memory; {left} MB is left "
+                f"({free} MB free{pending}). Stop one of the {len(counted)} sessions, or lower "
+                "MAXY_SESSION_MEMORY_MB (0 turns this check off).",
+                free=free,
+                need=self.memory_mb,
+                starting=starting,
+            )
 
     def release(self, slot: Slot) -> None:
         """Give a slot back (its process is reaped, or it never started)."""

@@ -10,7 +10,7 @@
     ├── BadRequest             400 bad-request
     ├── BodyTooLarge           413 too-large
     ├── CapRefused             429 specialist-cap-reached, operator-slots-reserved,
-    │                              pty-cap-reached
+    │                              pty-cap-reached, memory-low
     ├── ClaudeNotFound         503 claude-not-found
     ├── SpawnFailed            502 spawn-failed
     └── SpawnTimeout           504 spawn-timeout

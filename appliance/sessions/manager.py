@@ -70,7 +70,12 @@ class SessionManager:
         self.settings = settings
         self.spawner = Spawner(settings, environ, mcp_command)
         self.layout = Layout(self.spawner.config_dir)
-        self.caps = Caps(settings.specialist_cap, settings.operator_reserve, settings.pty_cap)
+        self.caps = Caps(
+            settings.specialist_cap,
+            settings.operator_reserve,
+            settings.pty_cap,
+            memory_mb=settings.session_memory_mb,
+        )
         self.handles: dict[str, PtyHandle] = {}
         self._slots: dict[PtyHandle, Slot] = {}
         self._ready: set[PtyHandle] = set()

@@ -88,6 +88,7 @@ DEFAULTS: list[tuple[str, Any]] = [
     ("specialist_cap", 3),
     ("operator_reserve", 2),
     ("pty_cap", 8),
+    ("session_memory_mb", 1024),
     ("idle_reap_interval", 30.0),
     ("idle_limit", 120.0),
     ("stop_grace", 5.0),

@@ -1,25 +1,74 @@
 """Safeguards through the HTTP interface: specialist cap and eviction, operator reserve, total
-cap, 50 concurrent spawns, the idle reaper."""
+cap, free memory, 50 concurrent spawns, the idle reaper."""
 
 from __future__ import annotations
 
 import asyncio
+import threading
 from collections import Counter
 from typing import Any
 
 import httpx
 
+from appliance.sessions.caps import available_mb
 from tests.sessions.conftest import Manager, children
 from tests.support.processes import wait_until
 
-REFUSALS = {"specialist-cap-reached", "operator-slots-reserved", "pty-cap-reached"}
+REFUSALS = {"specialist-cap-reached", "operator-slots-reserved", "pty-cap-reached", "memory-low"}
+
+
+def refusal(manager: Manager, **body: Any) -> dict[str, Any]:
+    response = manager.request("POST", "/rc-spawn", json=body)
+    assert response.status_code == 429, response.text
+    answer: dict[str, Any] = response.json()
+    return answer
 
 
 def refused(manager: Manager, **body: Any) -> str:
-    response = manager.request("POST", "/rc-spawn", json=body)
-    assert response.status_code == 429, response.text
-    code: str = response.json()["code"]
+    code: str = refusal(manager, **body)["code"]
     return code
+
+
+def free_mb() -> int:
+    free = available_mb()
+    assert free is not None, "/proc/meminfo has no MemAvailable"
+    return free
+
+
+def test_a_spawn_the_free_memory_cannot_hold_is_refused_and_starts_nothing(
+    start_manager: Any,
+) -> None:
+    need = free_mb() * 4
+    manager: Manager = start_manager(session_memory_mb=need)
+    worker = manager.status()["pid"]
+    answer = refusal(manager, message="one too many")
+    assert answer["code"] == "memory-low" and answer["need"] == need, answer
+    assert "MAXY_SESSION_MEMORY_MB" in answer["message"], answer
+    assert answer["starting"] == 0
+    assert children(worker) == [] and manager.status()["caps"]["total"] == 0
+
+
+def test_a_session_still_starting_counts_against_the_free_memory(start_manager: Any) -> None:
+    """Two spawns at once must not both take the same free memory: the first, still starting,
+    is counted at its share; once it is up, what it really takes is what counts."""
+    manager: Manager = start_manager(session_memory_mb=free_mb() * 6 // 10)
+    first: list[int] = []
+    slow = threading.Thread(
+        target=lambda: first.append(
+            manager.request(
+                "POST", "/rc-spawn", json={"message": "slow [double start_delay=4]"}
+            ).status_code
+        )
+    )
+    slow.start()
+    wait_until(lambda: manager.status()["caps"]["total"] == 1, 10, "the first slot taken")
+    answer = refusal(manager, message="second")
+    assert answer["code"] == "memory-low" and answer["starting"] == 1, answer
+    assert "less 1 session(s) still starting" in answer["message"]
+    slow.join(30)
+    assert first == [201]
+    manager.spawn("third, once the first is up")
+    assert manager.status()["caps"]["total"] == 2
 
 
 def test_a_fourth_specialist_is_refused_when_all_are_busy(start_manager: Any) -> None:
@@ -74,7 +123,10 @@ async def spawn_many(manager: Manager, bodies: list[dict[str, Any]]) -> list[htt
 
 
 def test_fifty_concurrent_spawns_hold_the_caps_exactly(start_manager: Any) -> None:
-    manager: Manager = start_manager(specialist_cap=3, operator_reserve=2, pty_cap=8)
+    # The slot caps alone: eight sessions starting at once would count 8 GB against free memory.
+    manager: Manager = start_manager(
+        specialist_cap=3, operator_reserve=2, pty_cap=8, session_memory_mb=0
+    )
     worker = manager.status()["pid"]
     bodies = [
         {"message": f"s{i} [double hold=1]", "specialist": True} if i % 2 else {"message": f"o{i}"}
