@@ -21,6 +21,7 @@ from appliance.graphdb.java import find_java, required_java_major
 from appliance.memory.graph import rust_packstream
 from appliance.rpc.client import RpcClient
 from appliance.rpc.protocol import RpcError
+from appliance.sessions.caps import available_mb
 
 
 @dataclass(frozen=True)
@@ -129,6 +130,23 @@ def _engine(settings: Settings) -> Check:
     return Check("engine", bool(health.get("ok")), json.dumps(health, sort_keys=True))
 
 
+def _memory(settings: Settings) -> Check:
+    """Room for Claude Code sessions, as the manager's admission counts it (MemAvailable)."""
+    free, need = available_mb(), settings.session_memory_mb
+    if free is None:
+        return Check("memory", True, "unknown (/proc/meminfo has no MemAvailable)")
+    if not need:
+        return Check("memory", True, f"{free} MB free (MAXY_SESSION_MEMORY_MB=0: no check)")
+    if free < need:
+        return Check(
+            "memory",
+            False,
+            f"{free} MB free, under the {need} MB a new session needs: a spawn would be refused; "
+            "stop a session or lower MAXY_SESSION_MEMORY_MB",
+        )
+    return Check("memory", True, f"{free} MB free: room for {free // need} more session(s)")
+
+
 def run_checks(settings: Settings, environ: Mapping[str, str]) -> list[Check]:
     """Run every check in order."""
     checks: list[Callable[[], Check]] = [
@@ -141,5 +159,6 @@ def run_checks(settings: Settings, environ: Mapping[str, str]) -> list[Check]:
         _driver,
         lambda: _engine(settings),
         lambda: _edge(settings),
+        lambda: _memory(settings),
     ]
     return [check() for check in checks]

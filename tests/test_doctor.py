@@ -21,7 +21,7 @@ def test_all_checks_pass_with_everything_running(maxy_env: Env, start_maxy: Any)
     done = doctor(maxy_env.vars)
     assert done.returncode == 0, done.stdout
     assert "FAIL" not in done.stdout
-    assert "9 of 9 checks passed." in done.stdout
+    assert "10 of 10 checks passed." in done.stdout
 
 
 def test_an_empty_machine_gets_a_list_of_fixes(tmp_path: Path) -> None:
@@ -31,6 +31,7 @@ def test_an_empty_machine_gets_a_list_of_fixes(tmp_path: Path) -> None:
         MAXY_RUNTIME_DIR=str(tmp_path / "run"),
         MAXY_EMBED_MODEL=str(tmp_path / "no-model.gguf"),
         MAXY_NEO4J_URI="bolt://127.0.0.1:1",
+        MAXY_SESSION_MEMORY_MB=str(10**9),
     )
     done = doctor(env)
     assert done.returncode == 1
@@ -39,3 +40,7 @@ def test_an_empty_machine_gets_a_list_of_fixes(tmp_path: Path) -> None:
     assert "maxy account create" in lines["account"]
     assert "just model" in lines["embedding"]
     assert "engine is not running" in lines["engine"]
+    assert (
+        "a spawn would be refused" in lines["memory"]
+        and "MAXY_SESSION_MEMORY_MB" in lines["memory"]
+    )

@@ -251,6 +251,7 @@ def test_doctor_reports_every_check(stack: Stack) -> None:
     assert any(line.startswith("ok") and "engine" in line for line in lines)
     # The driver's Rust extension is inside the binary (searches decode their rows with it).
     assert any(line.startswith("ok") and "neo4j driver" in line for line in lines), done.stdout
+    assert any(line.startswith("ok") and "more session(s)" in line for line in lines), done.stdout
 
 
 # Failures: one clear line and a non-zero exit.
