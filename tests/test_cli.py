@@ -58,8 +58,13 @@ def test_a_role_and_the_mcp_helper_start_without_the_memory_commands_imports() -
 
 def test_a_plugins_mcp_server_imports_only_its_own_tools_libraries() -> None:
     # A session runs one `maxy mcp` per plugin: the memory plugin's must not hold Telegram's
-    # library, the web's HTML converter, the date parser or the admin tools (with httpx).
-    heavy = ("telegram", "bs4", "markdownify", "dateparser", "appliance.mcp.admin")
+    # library, the web's HTML converter, the date parser or the admin tools (with httpx); none
+    # holds the MCP SDK (its HTTP stack and pydantic models: ~25 MB a server; stdio.py speaks
+    # the protocol).
+    heavy = (
+        *("telegram", "bs4", "markdownify", "dateparser", "appliance.mcp.admin"),
+        *("mcp", "mcp_types", "httpx", "httpx2", "uvicorn", "starlette", "anyio"),
+    )
     probe = (
         "import sys; from appliance.mcp import server; from appliance.mcp.tools import tools_of;"
         " plugin = sys.argv[1]; assert tools_of(plugin);"
@@ -75,5 +80,5 @@ def test_a_plugins_mcp_server_imports_only_its_own_tools_libraries() -> None:
         "memory": "[]",
         "contacts": "[]",
         "projects": "[]",
-        "web": "['bs4', 'markdownify']",
+        "web": "['bs4', 'httpx', 'markdownify']",
     }
