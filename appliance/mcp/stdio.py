@@ -2,8 +2,9 @@
 
 A session runs one ``maxy mcp`` per plugin, nine on a full install, each for the session's whole
 life. The MCP SDK's server imports its HTTP stack and both protocol eras' pydantic models even for
-stdio: about 40 MB of each server's 55 MB, some 360 MB a session on a Pi that holds two sessions
-in 4 GB (README, Memory). What a tools-only server speaks is small, so it is spoken here:
+stdio: nine servers took 556 MB with it and take 339 without (PSS, ``just bench-memory``), on a Pi
+that holds two sessions in 4 GB (README, Memory). What a tools-only server speaks is small, so it
+is spoken here:
 
 - ``initialize``: the client's ``protocolVersion`` when it is one of :data:`PROTOCOL_VERSIONS`,
   else the newest of them; ``capabilities`` ``{"tools": {"listChanged": false}}``, ``serverInfo``
