@@ -241,7 +241,8 @@ def cmd_mcp_helper(settings: Settings, args: argparse.Namespace) -> int:
     from appliance.mcp import helper
 
     command = args.command_line[1:] if args.command_line[:1] == ["--"] else args.command_line
-    return helper.main(args.session, args.server, args.log_dir, command)
+    # `main` itself: a server that is this program's own `maxy mcp` is forked and run by it.
+    return helper.main(args.session, args.server, args.log_dir, command, run_self=main)
 
 
 def cmd_doctor(settings: Settings, args: argparse.Namespace) -> int:

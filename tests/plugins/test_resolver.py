@@ -202,6 +202,65 @@ def test_the_helper_logs_a_killed_servers_exit(tmp_path: Path) -> None:
     os.kill(pid, signal.SIGKILL)
     assert helper.wait(30) == 128 + signal.SIGKILL
     lines = log.read_text().splitlines()
+    assert "mode=exec" in lines[0]  # not this program's `mcp`: started as it is
     exit_line = next(line for line in lines if "op=exit" in line)
     assert "session=01234567 server=sleeper code=- signal=SIGKILL lifetimeMs=" in exit_line
     assert "stderr-tail=" in exit_line
+
+
+def test_the_helper_forks_its_own_mcp_server_which_serves_and_whose_death_is_logged(
+    tmp_path: Path,
+) -> None:
+    logs = tmp_path / "mcp"
+    maxy = [sys.executable, "-m", "appliance"]
+    command = [*maxy, "mcp-helper", "--session", "0123456789ab", "--server", "memory"]
+    command += ["--log-dir", str(logs), "--", *maxy, "mcp", "--plugin", "memory"]
+    env = {**os.environ, "ACCOUNT_ID": "acct-fork", "MAXY_RUNTIME_DIR": str(tmp_path)}
+    helper = subprocess.Popen(
+        command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env
+    )
+    assert helper.stdin is not None and helper.stdout is not None
+    hello = {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t"}}
+    for number, method, params in ((1, "initialize", hello), (2, "tools/list", {})):
+        message = {"jsonrpc": "2.0", "id": number, "method": method, "params": params}
+        helper.stdin.write(json.dumps(message).encode() + b"\n")
+        helper.stdin.flush()
+    assert json.loads(helper.stdout.readline())["result"]["serverInfo"]["name"] == "maxy-memory"
+    tools = json.loads(helper.stdout.readline())["result"]["tools"]
+    assert "memory-search" in {tool["name"] for tool in tools}
+
+    log = logs / "helper.log"
+    spawn = next(line for line in log.read_text().splitlines() if "op=spawn" in line)
+    assert "mode=fork" in spawn
+    pid = int(spawn.split("pid=")[1].split()[0])
+    stat = Path(f"/proc/{pid}/stat").read_text()
+    assert int(stat[stat.rindex(")") + 2 :].split()[1]) == helper.pid  # the helper's own child
+    # One interpreter's modules, not two: the server runs the code the helper imported.
+    assert Path(f"/proc/{pid}/exe").resolve() == Path(f"/proc/{helper.pid}/exe").resolve()
+    assert (
+        Path(f"/proc/{pid}/cmdline").read_bytes()
+        == Path(f"/proc/{helper.pid}/cmdline").read_bytes()
+    )
+    os.kill(pid, signal.SIGKILL)
+    assert helper.wait(30) == 128 + signal.SIGKILL
+    exit_line = next(line for line in log.read_text().splitlines() if "op=exit" in line)
+    assert "server=memory code=- signal=SIGKILL" in exit_line
+    helper.stdin.close()
+    helper.stdout.close()
+
+
+def test_the_helper_passes_a_forked_servers_clean_exit_and_its_stderr_on(tmp_path: Path) -> None:
+    logs = tmp_path / "mcp"
+    maxy = [sys.executable, "-m", "appliance"]
+    command = [*maxy, "mcp-helper", "--session", "0123456789ab", "--server", "nowhere"]
+    command += ["--log-dir", str(logs), "--", *maxy, "mcp", "--plugin", "no-such-plugin"]
+    env = {**os.environ, "ACCOUNT_ID": "acct-fork", "MAXY_RUNTIME_DIR": str(tmp_path)}
+    done = subprocess.run(
+        command, stdin=subprocess.DEVNULL, capture_output=True, env=env, timeout=60, check=False
+    )
+    text = (logs / "helper.log").read_text()
+    assert "mode=fork" in text
+    # The child says what the server would have said, and its status is the helper's.
+    assert done.returncode != 0
+    assert "no-such-plugin" in (logs / "nowhere.stderr").read_text()
+    assert f"code={done.returncode}" in text
