@@ -191,8 +191,10 @@ def claude_session(env: dict[str, str], manager_sock: Path, api: FakeAnthropic) 
     members = process_tree(pid, table)
     kinds: dict[str, dict[str, float]] = {}
     for member in members:
-        argv = table[member][1]
+        parent, argv = table[member]
         kind = " ".join([Path(argv[0]).name, *argv[1:2]]) if argv else "?"
+        if kind.endswith(" mcp-helper") and table.get(parent, (0, []))[1] == argv:
+            kind = f"{Path(argv[0]).name} mcp (forked by its helper)"
         part = kinds.setdefault(kind, {"count": 0, "rss_mb": 0.0, "pss_mb": 0.0})
         part["count"] += 1
         part["rss_mb"] = round(part["rss_mb"] + rss_mb(member), 1)
