@@ -208,14 +208,20 @@ def test_the_helper_logs_a_killed_servers_exit(tmp_path: Path) -> None:
     assert "stderr-tail=" in exit_line
 
 
+def helper_of_own_mcp(tmp_path: Path, plugin: str) -> tuple[list[str], dict[str, str], Path]:
+    """`maxy mcp-helper … -- maxy mcp --plugin PLUGIN`: its command, environment and log folder."""
+    logs = tmp_path / "mcp"
+    maxy = [sys.executable, "-m", "appliance"]
+    command = [*maxy, "mcp-helper", "--session", "0123456789ab", "--server", plugin]
+    command += ["--log-dir", str(logs), "--", *maxy, "mcp", "--plugin", plugin]
+    env = {**os.environ, "ACCOUNT_ID": "acct-fork", "MAXY_RUNTIME_DIR": str(tmp_path)}
+    return command, env, logs
+
+
 def test_the_helper_forks_its_own_mcp_server_which_serves_and_whose_death_is_logged(
     tmp_path: Path,
 ) -> None:
-    logs = tmp_path / "mcp"
-    maxy = [sys.executable, "-m", "appliance"]
-    command = [*maxy, "mcp-helper", "--session", "0123456789ab", "--server", "memory"]
-    command += ["--log-dir", str(logs), "--", *maxy, "mcp", "--plugin", "memory"]
-    env = {**os.environ, "ACCOUNT_ID": "acct-fork", "MAXY_RUNTIME_DIR": str(tmp_path)}
+    command, env, logs = helper_of_own_mcp(tmp_path, "memory")
     helper = subprocess.Popen(
         command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env
     )
@@ -249,12 +255,8 @@ def test_the_helper_forks_its_own_mcp_server_which_serves_and_whose_death_is_log
     helper.stdout.close()
 
 
-def test_the_helper_passes_a_forked_servers_clean_exit_and_its_stderr_on(tmp_path: Path) -> None:
-    logs = tmp_path / "mcp"
-    maxy = [sys.executable, "-m", "appliance"]
-    command = [*maxy, "mcp-helper", "--session", "0123456789ab", "--server", "nowhere"]
-    command += ["--log-dir", str(logs), "--", *maxy, "mcp", "--plugin", "no-such-plugin"]
-    env = {**os.environ, "ACCOUNT_ID": "acct-fork", "MAXY_RUNTIME_DIR": str(tmp_path)}
+def test_the_helper_passes_a_forked_servers_failure_and_its_stderr_on(tmp_path: Path) -> None:
+    command, env, logs = helper_of_own_mcp(tmp_path, "no-such-plugin")
     done = subprocess.run(
         command, stdin=subprocess.DEVNULL, capture_output=True, env=env, timeout=60, check=False
     )
@@ -262,5 +264,5 @@ def test_the_helper_passes_a_forked_servers_clean_exit_and_its_stderr_on(tmp_pat
     assert "mode=fork" in text
     # The child says what the server would have said, and its status is the helper's.
     assert done.returncode != 0
-    assert "no-such-plugin" in (logs / "nowhere.stderr").read_text()
+    assert "no-such-plugin" in (logs / "no-such-plugin.stderr").read_text()
     assert f"code={done.returncode}" in text
