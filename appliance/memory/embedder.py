@@ -19,18 +19,24 @@ sequence), so its cost grows with the square of the micro-batch, not of each tex
 keeps that cost per text while the matrix products still see many rows at once. The vectors equal
 the one-at-a-time path (tested: cosine >= 0.9999).
 
-Two llama.cpp contexts share the one set of weights: one for :meth:`Embedder.embed` (an
-interactive query), one for :meth:`Embedder.embed_many` (bulk ingest), each behind its own lock,
-so a query never waits for a bulk batch to finish. They do share the cores: a bulk micro-batch
+llama.cpp contexts share the one set of weights: one for :meth:`Embedder.embed` (an
+interactive query), and up to ``BULK_WORKERS`` for :meth:`Embedder.embed_many` (bulk ingest), so
+a query never waits for a bulk batch to finish. They do share the cores: a bulk micro-batch
 does not start while a query is being embedded (:class:`_Turns`), so a query shares the CPU with
-at most the one micro-batch already running (tens of milliseconds), never with an ingest's
+at most the micro-batches already running (tens of milliseconds), never with an ingest's
 stream of them. Each method is safe to call from any thread.
 
-Threads: the bulk context uses every core; a query's context half of them (at least one). A
-search embeds its query while Neo4j already runs the search's keyword statement: split over every
-core, the query's matrix products wait at each step for a thread the scheduler gave to Neo4j.
-On 2 vCPUs that halving took a search's p95 with its embedding from 56 to 39 ms at 100k nodes
-(``just bench-search``), for a lone query's embedding ~4 ms slower (``just bench-embed``).
+Threads: a query's context uses half the cores (at least one). A search embeds its query while
+Neo4j already runs the search's keyword statement: split over every core, the query's matrix
+products wait at each step for a thread the scheduler gave to Neo4j. On 2 vCPUs that halving
+took a search's p95 with its embedding from 56 to 39 ms at 100k nodes (``just bench-search``),
+for a lone query's embedding ~4 ms slower (``just bench-embed``). Bulk work uses every core the
+same way round: its micro-batches run on several contexts at once, each on its share of the
+threads, rather than each micro-batch split over every thread. ggml makes a micro-batch's threads
+meet after every step of the model (hundreds a micro-batch), and on a shared machine one of them
+often waits for a core; contexts of their own meet nobody. A call whose micro-batches would not
+keep the contexts equally busy (:func:`spread`), one text or a few, runs on one context with
+every thread, as before.
 
 Which machine code runs: llama.cpp's CPU code is built for several processor generations, each a
 library beside libllama (``libggml-cpu-<variant>.so``, see build/llama-wheel.sh).
@@ -51,6 +57,7 @@ import re
 import threading
 import time
 from collections.abc import Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -68,6 +75,12 @@ Vector = npt.NDArray[np.float32]
 BATCH_TOKENS = 256
 # Texts per micro-batch: well under llama.cpp's sequence limit, and a bound on output rows.
 BATCH_SEQUENCES = 64
+# Bulk contexts at work at once (never more than the bulk threads): each costs ~35 MB.
+BULK_WORKERS = 2
+# Micro-batches go to several contexts only when none gets more than this times its even share
+# (measured on 2 vCPUs: one micro-batch per context is up to ~10% faster than each on both
+# threads, and several times faster while other work holds a core; README, Embeddings).
+SPREAD_SLACK = 1.1
 
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
 
@@ -136,6 +149,13 @@ class _Context:
         self.n_embd = int(llama.n_embd())
         self.batch = llama_cpp.llama_batch_init(n_tokens, 0, 1)
         self.lock = threading.Lock()
+        self._threads = 0
+
+    def use_threads(self, threads: int) -> None:
+        """Run the next micro-batches on ``threads`` threads."""
+        if threads != self._threads:
+            self._lib.llama_set_n_threads(self.context.ctx, threads, threads)
+            self._threads = threads
 
     def run(self, group: Sequence[list[int]]) -> list[Vector]:
         """Decode token lists as one micro-batch, one sequence each; unit vectors in order."""
@@ -214,6 +234,19 @@ def pack(lengths: Sequence[int], max_tokens: int, max_sequences: int) -> list[li
     return groups
 
 
+def spread(lengths: Sequence[int], groups: list[list[int]], workers: int) -> bool:
+    """Whether ``groups`` keep ``workers`` contexts about equally busy: dealt largest first,
+    each to the least loaded, no context gets more than ``SPREAD_SLACK`` times its even share of
+    the tokens. Otherwise one context on every thread finishes first (two or three texts, or one
+    long text beside short ones)."""
+    if workers < 2 or len(groups) < workers:
+        return False
+    loads = [0] * workers
+    for size in sorted((sum(lengths[i] for i in group) for group in groups), reverse=True):
+        loads[loads.index(min(loads))] += size
+    return max(loads) * workers <= SPREAD_SLACK * sum(loads)
+
+
 class Embedder:
     """A GGUF embedding model loaded once, in this process."""
 
@@ -256,14 +289,18 @@ class Embedder:
                 verbose=False,
             )
             n_tokens = int(self._llama.n_batch)
-            bulk = LlamaContext(
-                model=self._llama._model, params=self._llama.context_params, verbose=False
-            )
-            self._bulk = _Context(self._llama, bulk, n_tokens)
-            llama_cpp.llama_set_n_threads(
-                self._llama._ctx.ctx, self.query_threads, self.query_threads
-            )
+            self._bulk = [
+                _Context(
+                    self._llama,
+                    LlamaContext(
+                        model=self._llama._model, params=self._llama.context_params, verbose=False
+                    ),
+                    n_tokens,
+                )
+                for _ in range(min(BULK_WORKERS, self.bulk_threads))
+            ]
             self._query = _Context(self._llama, self._llama._ctx, n_tokens)
+            self._query.use_threads(self.query_threads)
             self._turns = _Turns()
         except (ValueError, RuntimeError) as err:
             raise ModelLoadFailed(
@@ -276,13 +313,17 @@ class Embedder:
         self.batch_tokens = min(batch_tokens, n_tokens)
         self.dimension: int = int(self._llama.n_embd())
         self.context_tokens: int = int(self._llama.n_ctx())
+        self._bulk_lock = threading.Lock()
+        # The calling thread drives the first bulk context, these threads the others.
+        self._helpers = ThreadPoolExecutor(len(self._bulk) - 1 or 1, "embed-bulk")
         log.info(
-            "[embed] op=load model=%s dim=%s ctx=%s threads=%s/%s cpu=%r ms=%d",
+            "[embed] op=load model=%s dim=%s ctx=%s threads=%s/%s bulk_contexts=%d cpu=%r ms=%d",
             self.model_name,
             self.dimension,
             self.context_tokens,
             self.query_threads,
             self.bulk_threads,
+            len(self._bulk),
             self.cpu_features,
             (time.monotonic() - started) * 1000,
         )
@@ -311,21 +352,62 @@ class Embedder:
         """
         tokens = [self._tokens(text) for text in texts]
         vectors: list[Vector | None] = [None] * len(tokens)
-        with self._bulk.lock:
-            for group in pack([len(t) for t in tokens], self.batch_tokens, BATCH_SEQUENCES):
-                self._turns.bulk()
-                for index, vector in zip(
-                    group, self._bulk.run([tokens[i] for i in group]), strict=True
-                ):
-                    vectors[index] = vector
+        with self._bulk_lock:
+            lengths = [len(t) for t in tokens]
+            groups = pack(lengths, self.batch_tokens, BATCH_SEQUENCES)
+            contexts = self._bulk if spread(lengths, groups, len(self._bulk)) else self._bulk[:1]
+            # The bulk threads dealt out: 3 over two contexts are 2 and 1.
+            threads = [
+                self.bulk_threads // len(contexts) + (k < self.bulk_threads % len(contexts))
+                for k in range(len(contexts))
+            ]
+            # Largest first, so the last micro-batches to start are short ones.
+            queue = iter(sorted(groups, key=lambda group: -sum(lengths[i] for i in group)))
+            taking = threading.Lock()
+            failed = threading.Event()
+
+            def work(context: _Context, threads: int) -> None:
+                """Embed the next micro-batch on ``context`` until none is left (or one failed)."""
+                context.use_threads(threads)
+                while not failed.is_set():
+                    with taking:
+                        group = next(queue, None)
+                    if group is None:
+                        return
+                    self._turns.bulk()
+                    try:
+                        found = context.run([tokens[i] for i in group])
+                    except BaseException:
+                        failed.set()
+                        raise
+                    for index, vector in zip(group, found, strict=True):
+                        vectors[index] = vector
+
+            helpers = [
+                self._helpers.submit(work, context, share)
+                for context, share in zip(contexts[1:], threads[1:], strict=True)
+            ]
+            errors: list[BaseException] = []
+            try:
+                work(contexts[0], threads[0])
+            except BaseException as err:  # raised below, once every context has stopped
+                errors.append(err)
+            for helper in helpers:
+                error = helper.exception()  # waits for it to stop
+                if error is not None:
+                    errors.append(error)
+            if errors:
+                raise errors[0]
         return [vector for vector in vectors if vector is not None]
 
     def close(self) -> None:
         """Free the model now rather than at interpreter shutdown."""
         llama = getattr(self, "_llama", None)
         if llama is not None:
-            with self._bulk.lock, self._query.lock:
-                self._bulk.close()
+            with self._bulk_lock, self._query.lock:
+                for context in self._bulk:
+                    context.close()
                 self._query.close()
                 llama.close()  # frees the query context (the Llama's own) and the weights
+            self._helpers.shutdown()
             self._llama = None
