@@ -137,7 +137,7 @@ def load_cpu_backend() -> str:
 
 
 class _Context:
-    """One llama.cpp context with its own batch buffer and lock; weights are shared."""
+    """One llama.cpp context with its own batch buffer; weights are shared. One caller at a time."""
 
     def __init__(self, llama: Any, context: Any, n_tokens: int) -> None:
         import llama_cpp
@@ -148,7 +148,6 @@ class _Context:
         self.n_tokens = n_tokens
         self.n_embd = int(llama.n_embd())
         self.batch = llama_cpp.llama_batch_init(n_tokens, 0, 1)
-        self.lock = threading.Lock()
         self._threads = 0
 
     def use_threads(self, threads: int) -> None:
@@ -313,6 +312,8 @@ class Embedder:
         self.batch_tokens = min(batch_tokens, n_tokens)
         self.dimension: int = int(self._llama.n_embd())
         self.context_tokens: int = int(self._llama.n_ctx())
+        # One lock for the query context, one for the bulk contexts together.
+        self._query_lock = threading.Lock()
         self._bulk_lock = threading.Lock()
         # The calling thread drives the first bulk context, these threads the others.
         self._helpers = ThreadPoolExecutor(len(self._bulk) - 1 or 1, "embed-bulk")
@@ -342,7 +343,7 @@ class Embedder:
         Runs on the interactive context: it never waits behind :meth:`embed_many`.
         """
         tokens = self._tokens(text)
-        with self._turns.query(), self._query.lock:
+        with self._turns.query(), self._query_lock:
             return self._query.run([tokens])[0]
 
     def embed_many(self, texts: Sequence[str | bytes]) -> list[Vector]:
@@ -404,7 +405,7 @@ class Embedder:
         """Free the model now rather than at interpreter shutdown."""
         llama = getattr(self, "_llama", None)
         if llama is not None:
-            with self._bulk_lock, self._query.lock:
+            with self._bulk_lock, self._query_lock:
                 for context in self._bulk:
                     context.close()
                 self._query.close()
