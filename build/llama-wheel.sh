@@ -27,6 +27,11 @@
 # library (argument parsing, chat templates, JSON: 29 heavy C++ units that only the tools and
 # libmtmd link): llama-cpp-python's CMakeLists forces it on, so the sdist (checked against the
 # sha256 in build/freeze.lock) is unpacked and that one line turned off before the build.
+# One line of llama.cpp itself is changed (`patches` below): a context made for embeddings reserves
+# no logits. Its output buffer otherwise holds a row of the whole vocabulary per output token, for
+# an encoder every token of the micro-batch (30,522 x 256-512 floats, 30-62 MB per context,
+# zeroed and so resident), which an embedding graph never writes: the engine's three contexts
+# held 90 MB or more of zeros (README, Memory). Every reader of logits checks for none.
 # The wheel lands in $MAXY_CACHE_DIR/wheels/<flavour>-<key of version and flags>/ beside a FLAGS
 # file naming how it was made; a wheel made with other flags is never picked up.
 #
@@ -71,7 +76,8 @@ fi
 
 # The directory is keyed by the version and flags, so wheels made with other flags (an older
 # checkout, another branch) stay beside it instead of being rebuilt over; one compile at a time.
-made="$version $flags $(echo "$variants" | tr '\n' ',')"
+patches="embeddings-without-logits"
+made="$version $flags $(echo "$variants" | tr '\n' ',') $patches"
 dir=$cache/wheels/$flavour-$(echo "$made" | sha256sum | cut -c1-12)
 mkdir -p "$cache/wheels"
 exec 8>"$dir.lock"
@@ -96,6 +102,10 @@ if ! ls "$dir"/llama_cpp_python-"$version"-*.whl >/dev/null 2>&1 ||
   sed -i 's/set(LLAMA_BUILD_COMMON ON CACHE BOOL/set(LLAMA_BUILD_COMMON OFF CACHE BOOL/' "$cmake_lists"
   grep -q 'set(LLAMA_BUILD_COMMON OFF CACHE BOOL' "$cmake_lists" ||
     die "llama-cpp-python $version's CMakeLists.txt no longer forces LLAMA_BUILD_COMMON: check $cmake_lists"
+  context_cpp=$src/llama_cpp_python-$version/vendor/llama.cpp/src/llama-context.cpp
+  sed -i 's/^    bool has_logits     = true;$/    bool has_logits     = !cparams.embeddings;  \/\/ Maxy: embeddings-without-logits/' "$context_cpp"
+  grep -q 'has_logits     = !cparams.embeddings;' "$context_cpp" ||
+    die "llama.cpp's output_reserve in $version no longer reads 'bool has_logits = true': check $context_cpp"
   # Only Maxy's variants are compiled (ggml's list has 14 for x86 alone), and llama-cpp-python,
   # which installs the single libggml-cpu by name, installs each of them beside libllama.
   "$python" - "$src/llama_cpp_python-$version" "$variants" <<'PY' || die "cannot set the CPU variants in llama-cpp-python $version's CMake files"

@@ -70,6 +70,20 @@ def test_a_200_kb_text_is_truncated_not_rejected(embedder: Embedder) -> None:
     assert cosine(vector, embedder.embed(huge[: embedder.max_chars])) > 0.99999
 
 
+def test_no_context_holds_logits_an_embedding_never_writes(embedder: Embedder) -> None:
+    """The wheel's llama.cpp reserves no logits for an embedding context (build/llama-wheel.sh):
+    otherwise a row of the whole vocabulary per token, zeroed, 30-62 MB resident per context."""
+    import llama_cpp
+
+    long_text = "The boundary layer thickens downstream of the leading edge. " * 60
+    embedder.embed(long_text)  # 512 tokens: the largest output a context reserves
+    embedder.embed_many([long_text, "a short one", "another short one"])
+    contexts = [*embedder._bulk, embedder._query]
+    assert len(contexts) >= 2
+    for context in contexts:
+        assert not llama_cpp.llama_get_logits(context.context.ctx)
+
+
 @pytest.mark.parametrize(
     ("raw", "cleaned"),
     [
