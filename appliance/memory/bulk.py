@@ -22,6 +22,7 @@ import logging
 from collections import deque
 from collections.abc import Callable, Sequence
 from concurrent.futures import Executor
+from typing import TypeVar
 
 from appliance.memory.embedder import Vector
 
@@ -76,7 +77,7 @@ class BulkEmbeds:
                 vectors = await loop.run_in_executor(self._executor, self._embed_many, joined)
             except Exception as err:  # handed to its callers, never swallowed
                 if len(calls) == 1:
-                    _answer(calls[0][1], err)
+                    settle(calls[0][1], err)
                     continue
                 log.info(
                     "[embed] op=round-split calls=%d reason=%s", len(calls), type(err).__name__
@@ -85,18 +86,22 @@ class BulkEmbeds:
                     try:
                         own = await loop.run_in_executor(self._executor, self._embed_many, texts)
                     except Exception as alone:  # handed to its caller
-                        _answer(answer, alone)
+                        settle(answer, alone)
                     else:
-                        _answer(answer, own)
+                        settle(answer, own)
                 continue
             start = 0
             for texts, answer in calls:
-                _answer(answer, vectors[start : start + len(texts)])
+                settle(answer, vectors[start : start + len(texts)])
                 start += len(texts)
 
 
-def _answer(answer: asyncio.Future[list[Vector]], outcome: list[Vector] | BaseException) -> None:
-    """Settle a caller's future unless it gave up waiting (cancelled)."""
+T = TypeVar("T")
+
+
+def settle(answer: asyncio.Future[T], outcome: T | BaseException) -> None:
+    """Settle a waiting caller's future unless it gave up waiting (cancelled); also used by
+    :mod:`appliance.memory.commits`."""
     if answer.done():
         return
     if isinstance(outcome, BaseException):

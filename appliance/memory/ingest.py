@@ -34,7 +34,9 @@ Contract:
   reindex fills it in) and one ``[graph-write] warn reason=embed-failed`` line is logged.
 - Writes are a handful of batched ``UNWIND`` statements, not one round trip per chunk, in one
   transaction with the document's new version (:mod:`appliance.memory.versions`): an ingest
-  that fails half-way (Neo4j gone, an id of another account) leaves the graph as it was.
+  that fails half-way (Neo4j gone, an id of another account) leaves the graph as it was. The
+  ingests that are ready while a commit is in flight share the next transaction
+  (:mod:`appliance.memory.commits`); if it fails, each is written again alone.
 - A ``progress`` callback hears ``("embedding", done, total)`` after each batch of
   :data:`EMBED_BATCH` texts, so a long ingest streams progress instead of going quiet.
 """
@@ -52,6 +54,7 @@ from typing import Any
 from appliance.core.identity import Caller
 from appliance.memory import versions
 from appliance.memory.chunking import chunk, content_hash, sectionise, summary, title_of
+from appliance.memory.commits import Commits
 from appliance.memory.errors import EngineError, ModelLoadFailed, ModelMissing, rejected
 from appliance.memory.graph import Graph, Runs
 from appliance.memory.write import (
@@ -265,6 +268,7 @@ class Ingester:
         self.embed = embed
         self.model_name = model_name
         self.keep = keep
+        self.commits = Commits(graph)
 
     async def ingest(
         self, caller: Caller, request: IngestRequest, progress: Progress | None = None
@@ -306,7 +310,8 @@ class Ingester:
             "agents": list(request.agents) if request.agents is not None else None,
             "model": self.model_name,
         }
-        async with self.graph.transaction() as tx:
+
+        async def write(tx: Runs) -> tuple[int, int]:
             await self._write_document(tx, nodes.document, params)
             await self._write_level(
                 tx, "Section", "KnowledgeDocument", "HAS_SECTION", nodes.sections, params
@@ -325,6 +330,10 @@ class Ingester:
                 file=request.file,
                 restored_from=request.restored_from,
             )
+            return removed, version
+
+        # Committed with the writes of the other ingests that are ready (memory/commits.py).
+        removed, version = await self.commits(write, len(nodes.nodes))
         ms = (time.monotonic() - started) * 1000
         log.info(
             "[ingest] op=done attachment=%s document=%s sections=%d chunks=%d embedded=%d "

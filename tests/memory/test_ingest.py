@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Sequence
 from typing import Any
@@ -268,6 +269,35 @@ async def test_the_same_attachment_in_another_account_is_another_document(
         {"d": theirs["documentId"]},
     )
     assert rows[0]["a"] == [stranger.account_id]
+
+
+async def test_concurrent_ingests_commit_together_and_a_refused_one_fails_alone(
+    memory: Memory,
+) -> None:
+    # A document id another account already holds: its ingest is refused inside the write.
+    taken = ingest_module.document_id(memory.caller.account_id, "att-taken")
+    await memory.graph.run(
+        "CREATE (:KnowledgeDocument {id: $id, accountId: $other})",
+        {"id": taken, "other": memory.caller.account_id + "-other"},
+    )
+    shared = ingester(memory)
+    attachments = ["att-0", "att-1", "att-taken", "att-2", "att-3"]
+    outcomes = await asyncio.gather(
+        *(
+            shared.ingest(memory.caller, IngestRequest(f"Notes {a}", document(), a))
+            for a in attachments
+        ),
+        return_exceptions=True,
+    )
+    refused = outcomes.pop(2)
+    assert isinstance(refused, WriteRejected) and "another account" in str(refused)
+    for done in outcomes:
+        assert isinstance(done, dict) and done["version"] == 1
+        assert len(await hierarchy(memory, done["documentId"])) == 1 + 4 + 7
+    rows, _ = await memory.graph.run(
+        "MATCH (n) WHERE n.documentId = $d OR n.id = $d RETURN count(n) AS n", {"d": taken}
+    )
+    assert rows[0]["n"] == 1  # the other account's node, untouched; nothing written under it
 
 
 async def test_a_failed_embed_never_aborts_the_ingest(
