@@ -179,7 +179,7 @@ def cmd_engine(settings: Settings, args: argparse.Namespace) -> int:
     """Serve the retrieval engine, or rebuild its vector indexes."""
     from appliance.agents.expansion import paraphraser
     from appliance.core.systemd import Notifier
-    from appliance.memory.embedder import Embedder
+    from appliance.memory.embedder import Embedder, configured_model
     from appliance.memory.graph import Graph
     from appliance.memory.schema import rebuild_vector_indexes
     from appliance.memory.service import Engine, read_password
@@ -187,9 +187,10 @@ def cmd_engine(settings: Settings, args: argparse.Namespace) -> int:
     _require_account(settings)
     account = validate_account_id(settings.accounts_dir, settings.account_id)
     notifier = Notifier.from_environ(os.environ)
-    notifier.status(f"loading the embedding model {settings.embed_model_path.name}")
+    model = configured_model(settings)
+    notifier.status(f"loading the embedding model {model.name}")
     embedder = Embedder(
-        settings.embed_model_path,
+        model,
         max_chars=settings.embed_max_chars,
         threads=settings.embed_threads,
     )
@@ -274,9 +275,9 @@ def cmd_version(settings: Settings, args: argparse.Namespace) -> int:
 
 def cmd_embed(settings: Settings, args: argparse.Namespace) -> int:
     """Print one text's embedding by the configured model (checks a build's llama.cpp)."""
-    from appliance.memory.embedder import Embedder
+    from appliance.memory.embedder import Embedder, configured_model
 
-    embedder = Embedder(settings.embed_model_path, max_chars=settings.embed_max_chars, threads=1)
+    embedder = Embedder(configured_model(settings), max_chars=settings.embed_max_chars, threads=1)
     try:
         vector = embedder.embed(args.text)
     finally:

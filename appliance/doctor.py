@@ -18,6 +18,7 @@ from appliance.core.ports import PortInUse, check_port_free
 from appliance.graphdb.errors import Neo4jSetupError
 from appliance.graphdb.instance import bolt_ready, distribution_dir, verify_distribution
 from appliance.graphdb.java import find_java, required_java_major
+from appliance.memory.embedder import configured_model
 from appliance.memory.graph import rust_packstream
 from appliance.rpc.client import RpcClient
 from appliance.rpc.protocol import RpcError
@@ -83,7 +84,7 @@ def _neo4j_bolt(settings: Settings) -> Check:
 
 
 def _model(settings: Settings) -> Check:
-    path = settings.embed_model_path
+    path = configured_model(settings)
     if not path.is_file():
         return Check("embedding model", False, f"{path} is missing; build it with `just model`")
     sidecar = Path(str(path) + ".sha256")

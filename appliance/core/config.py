@@ -275,7 +275,8 @@ SETTINGS: tuple[Setting, ...] = (
     Setting(
         "embed_model",
         None,
-        "GGUF embedding model (default: cache_dir/models/all-minilm-l6-v2.f16.gguf).",
+        "GGUF embedding model (default: cache_dir/models/all-minilm-l6-v2.f16.gguf, or its "
+        "bf16 form beside it where llama.cpp's CPU code has AVX512_BF16).",
         _optional_path,
     ),
     Setting(

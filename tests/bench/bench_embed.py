@@ -119,10 +119,11 @@ def measure(
 
 
 def model_path() -> Path:
-    """The dev GGUF, where `just model` puts it (or MAXY_EMBED_MODEL)."""
-    cache = Path(os.environ.get("MAXY_CACHE_DIR", "~/.cache/maxy")).expanduser()
-    explicit = os.environ.get("MAXY_EMBED_MODEL")
-    return Path(explicit).expanduser() if explicit else cache / "models/all-minilm-l6-v2.f16.gguf"
+    """The GGUF the engine loads: the dev model, where `just model` puts it, or MAXY_EMBED_MODEL."""
+    from appliance.core.config import load_settings
+    from appliance.memory.embedder import configured_model
+
+    return configured_model(load_settings(os.environ))
 
 
 @contextlib.contextmanager

@@ -6,8 +6,9 @@ the same node texts:
 * the ingest path as the engine runs it (``Ingester`` with ``Embedder.embed_many`` on a worker
   thread): documents/s, nodes/s, tokens/s, wall time including Neo4j;
 * the old path: the same ingest embedding one text per call;
-* the same texts through ``embed_many`` alone, with the model given and with its 8-bit (q8_0)
-  file beside it (``just model`` makes both), for the speed of each;
+* the same texts through ``embed_many`` alone, with the model given (by default the one the
+  engine loads: the development model's f16 file, or its bf16 form on a CPU with AVX512_BF16) and
+  with its 8-bit (q8_0) file beside it (``just model`` makes them), for the speed of each;
 * PyTorch sentence-transformers embedding the node texts (batches of 64);
 * the FLOP bound: the model's multiply-adds for the actual token counts, at the peak a float32
   matrix product (numpy's BLAS) reaches on this machine.
@@ -39,9 +40,10 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))  # `tests` as a package; this tree's Maxy
 
+from appliance.core.config import load_settings  # noqa: E402
 from appliance.core.identity import Caller  # noqa: E402
 from appliance.memory.bulk import BulkEmbeds  # noqa: E402
-from appliance.memory.embedder import Embedder  # noqa: E402
+from appliance.memory.embedder import Embedder, configured_model  # noqa: E402
 from appliance.memory.graph import Graph  # noqa: E402
 from appliance.memory.ingest import Ingester  # noqa: E402
 from appliance.memory.schema import apply_schema  # noqa: E402
@@ -136,8 +138,9 @@ def pytorch_seconds(texts: Sequence[str]) -> tuple[float, int]:
 
 
 def other_kind(gguf: Path) -> Path | None:
-    """The model's file of the other weight type (f16 <-> q8_0) in the same folder, if made."""
-    for mine, theirs in ((".f16.", ".q8_0."), (".q8_0.", ".f16.")):
+    """The model's file of the other weight type (f16 or bf16 -> q8_0, q8_0 -> f16) in the same
+    folder, if made."""
+    for mine, theirs in ((".f16.", ".q8_0."), (".bf16.", ".q8_0."), (".q8_0.", ".f16.")):
         if mine in gguf.name:
             other = gguf.with_name(gguf.name.replace(mine, theirs))
             return other if other.is_file() else None
@@ -304,9 +307,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("dir", nargs="?", type=Path, default=DEFAULT_DIR)
     args = parser.parse_args(argv)
-    gguf_env = os.environ.get("MAXY_EMBED_MODEL")
-    cache = Path(os.environ.get("MAXY_CACHE_DIR", "~/.cache/maxy")).expanduser()
-    gguf = Path(gguf_env) if gguf_env else cache / "models" / "all-minilm-l6-v2.f16.gguf"
+    gguf = configured_model(load_settings(os.environ))
     if not gguf.is_file():
         print(f"no model at {gguf}: run `just model`", file=sys.stderr)
         return 1

@@ -47,7 +47,7 @@ from appliance.app.chat import RATE_LIMIT
 from appliance.core.accounts import create_account
 from appliance.core.config import load_settings
 from appliance.core.identity import Caller
-from appliance.memory.embedder import Embedder
+from appliance.memory.embedder import Embedder, configured_model
 from appliance.rpc.client import RpcClient
 from appliance.rpc.protocol import RpcError
 
@@ -229,7 +229,7 @@ async def searchers(
 
 def search(home: Path) -> dict[str, Any]:
     settings = load_settings(base_environ())
-    embedder = Embedder(settings.embed_model_path, max_chars=8000)
+    embedder = Embedder(configured_model(settings), max_chars=8000)
     data = home / "search"
     data.mkdir()
     account = create_account(data / "accounts", "Bench Owner")

@@ -43,7 +43,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # `tests` as a pac
 from appliance.core.accounts import create_account
 from appliance.core.config import load_settings
 from appliance.core.identity import Caller
-from appliance.memory.embedder import Embedder
+from appliance.memory.embedder import Embedder, configured_model
 from appliance.rpc.client import RpcClient
 from appliance.web.manager_client import ManagerClient
 from image.build import NEO4J_HEAP, NEO4J_PAGECACHE
@@ -234,7 +234,7 @@ def main() -> int:
         )
         result["model"] = Path(model).name
         account = create_account(home / "accounts", "Bench Owner")
-        embedder = Embedder(settings.embed_model_path)
+        embedder = Embedder(configured_model(settings))
         print(f"[bench-memory] op=fill nodes={NODES}", file=sys.stderr, flush=True)
         with neo4j_server(home) as (uri, password):
             result["fill_s"] = round(

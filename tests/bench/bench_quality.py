@@ -54,7 +54,7 @@ from appliance.core.config import Settings, load_settings
 from appliance.core.identity import Caller
 from appliance.graphdb.instance import Neo4jInstance, running
 from appliance.memory.bulk import BulkEmbeds
-from appliance.memory.embedder import Embedder
+from appliance.memory.embedder import Embedder, configured_model
 from appliance.memory.errors import ModelMissing, WriteRejected
 from appliance.memory.graph import Graph
 from appliance.memory.hits import Candidate
@@ -166,7 +166,7 @@ def store_dir(directory: Path, keyword_only: bool = False) -> Path:
     """The reusable store of one collection, model and ingest code (under the shared cache)."""
     settings = load_settings(bench_env(directory))
     digest = hashlib.sha256((directory / "corpus.jsonl").read_bytes())
-    model = "keyword-only" if keyword_only else settings.embed_model_path.stem
+    model = "keyword-only" if keyword_only else configured_model(settings).stem
     digest.update(model.encode())
     for source in INGEST_SOURCES:
         digest.update((REPO / source).read_bytes())
@@ -392,7 +392,7 @@ async def run(
         None
         if keyword_only
         else Embedder(
-            settings.embed_model_path,
+            configured_model(settings),
             max_chars=settings.embed_max_chars,
             threads=settings.embed_threads,
         )

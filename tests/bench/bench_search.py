@@ -31,7 +31,7 @@ import numpy as np
 
 from appliance.core.config import load_settings
 from appliance.core.identity import Caller
-from appliance.memory.embedder import Embedder
+from appliance.memory.embedder import Embedder, configured_model
 from appliance.memory.graph import Graph
 from appliance.memory.guards import guard, guard_after_search
 from appliance.memory.lucene import keyword_query
@@ -276,7 +276,7 @@ def main() -> None:
     """Load the model, start Neo4j, run both sizes, report, and clean up."""
     started = time.monotonic()
     settings = load_settings(base_environ())
-    embedder = Embedder(settings.embed_model_path, max_chars=8000)
+    embedder = Embedder(configured_model(settings), max_chars=8000)
     home = Path(tempfile.mkdtemp(prefix="maxy-bench-search-"))
     try:
         with neo4j_server(home) as (uri, password):

@@ -257,10 +257,10 @@ def test_a_frozen_worker_stops_the_pings_and_a_thawed_one_resumes_them(
 
 
 def test_engine_is_ready_once_the_model_is_loaded_and_rpc_answers(
-    maxy_env: Env, notify: NotifySocket, launch: Any
+    maxy_env: Env, notify: NotifySocket, launch: Any, model_path: Path
 ) -> None:
     engine = launch(maxy_env.vars, notify, "engine")
-    status = notify.wait_for("STATUS=loading the embedding model all-minilm-l6-v2.f16.gguf", engine)
+    status = notify.wait_for(f"STATUS=loading the embedding model {model_path.name}", engine)
     ready = notify.wait_for("READY=1", engine)
     assert status.pid == ready.pid == engine.proc.pid
     client = RpcClient(maxy_env.settings.engine_socket, timeout=10)

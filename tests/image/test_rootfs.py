@@ -296,7 +296,7 @@ def test_cloudflared_is_on_path_for_the_architecture_and_in_the_record(card: Car
 # each variant, an instruction only it may hold (None: the baseline, which must hold none of the
 # others') and one the baseline must not.
 CPU_VARIANTS = {
-    "x86-64": {"haswell": None, "alderlake": "{vex}", "icelake": "%zmm"},
+    "x86-64": {"haswell": None, "alderlake": "{vex}", "icelake": "%zmm", "zen4": "vdpbf16ps"},
     "arm64": {"armv8.0_1": None, "armv8.2_2": "sdot"},
 }
 OBJDUMP = {"x86-64": "objdump", "arm64": "aarch64-linux-gnu-objdump"}

@@ -12,10 +12,11 @@ from appliance.memory.conversations import conversation_search, record_message, 
 from appliance.memory.errors import ModelLoadFailed, WriteRejected
 from appliance.memory.search import SearchRequest
 from tests.memory.conftest import Memory
+from tests.support.processes import dev_model
 
 pytestmark = pytest.mark.anyio
 
-MODEL = "all-minilm-l6-v2.f16"
+MODEL = dev_model().stem  # the model the embedder fixture loads
 
 BIRTHDAY = "My daughter turns six on Saturday and we still need a chocolate cake for her party."
 TYRES = "The car needs new winter tyres before the first frost."

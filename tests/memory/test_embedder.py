@@ -8,8 +8,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from appliance.memory.embedder import Embedder, clean_text
+from appliance.core.config import load_settings
+from appliance.memory.embedder import Embedder, clean_text, fastest_form, load_cpu_backend
 from appliance.memory.errors import EmptyText, ModelLoadFailed, ModelMissing
+from tests.support.processes import base_environ
 
 REPO = Path(__file__).resolve().parents[2]
 FIXTURE = REPO / "tests" / "fixtures" / "minilm-reference.json"
@@ -132,6 +134,8 @@ def _best_variant_here() -> str:
     for line in Path("/proc/cpuinfo").read_text().splitlines():
         if line.startswith(("flags", "Features")):
             flags |= set(line.partition(":")[2].split())
+    if {"avx512f", "avx512bw", "avx512vbmi", "avx512_vnni", "avx512_bf16"} <= flags:
+        return "AVX512_BF16"  # zen4
     if {"avx512f", "avx512bw", "avx512vbmi", "avx512_vnni"} <= flags:
         return "AVX512_VNNI"  # icelake
     if "avx_vnni" in flags:
@@ -148,6 +152,46 @@ def test_the_cpu_backend_is_the_best_variant_this_processor_runs(embedder: Embed
     assert _best_variant_here() in features
     if "avx512f" not in Path("/proc/cpuinfo").read_text():
         assert "AVX512" not in features
+
+
+# The development model's f16 file, where bootstrap puts it beside its bf16 and q8_0 forms.
+F16 = load_settings(base_environ()).embed_model_path
+
+
+def test_the_bf16_form_is_loaded_where_the_cpu_multiplies_bf16(
+    model_path: Path, tmp_path: Path
+) -> None:
+    """Beside the f16 file, its bf16 form (build/model.py makes both): the engine's default on a
+    CPU whose backend has AVX512_BF16, and nowhere else; a file of another form is kept."""
+    bf16 = F16.with_name("all-minilm-l6-v2.bf16.gguf")
+    assert bf16.is_file(), f"{bf16} is missing: run `just bootstrap`"
+    native = "AVX512_BF16" in load_cpu_backend().split()
+    assert fastest_form(F16) == model_path == (bf16 if native else F16)
+    alone = tmp_path / F16.name
+    alone.write_bytes(b"")  # no bf16 file beside it
+    assert fastest_form(alone) == alone
+    q8 = F16.with_name("all-minilm-l6-v2.q8_0.gguf")
+    assert fastest_form(q8) == q8
+    assert fastest_form(bf16) == bf16
+
+
+def test_the_bf16_form_embeds_as_the_f16_one_does() -> None:
+    """bf16 weights (f32's range, 7 bits of mantissa) give the same vectors as f16's, on the
+    variant this CPU loads (AVX512_BF16's own products, or the others' conversion)."""
+    f16 = Embedder(F16)
+    bf16 = Embedder(F16.with_name("all-minilm-l6-v2.bf16.gguf"))
+    try:
+        fixture = json.loads(FIXTURE.read_text())
+        texts = [*fixture["texts"], "Pressure distribution on a slender cone at incidence."]
+        for text, a, b in zip(texts, f16.embed_many(texts), bf16.embed_many(texts), strict=True):
+            assert cosine(a, b) >= 0.9999, text
+        for index, text in enumerate(fixture["texts"]):
+            reference = np.asarray(fixture["embeddings"][index], dtype=np.float32)
+            assert cosine(bf16.embed(text), reference) >= 0.999
+        assert bf16.model_name == "all-minilm-l6-v2.bf16"
+    finally:
+        f16.close()
+        bf16.close()
 
 
 def test_the_load_line_names_the_cpu_features(

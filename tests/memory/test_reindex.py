@@ -15,10 +15,11 @@ from appliance.memory.reindex import reindex, reindex_text
 from appliance.memory.search import SearchRequest
 from appliance.memory.write import WriteRequest
 from tests.memory.conftest import Memory, together
+from tests.support.processes import dev_model
 
 pytestmark = pytest.mark.anyio
 
-MODEL = "all-minilm-l6-v2.f16"
+MODEL = dev_model().stem  # the model the embedder fixture loads
 
 
 async def bare(memory: Memory, label: str, node_id: str, **props: Any) -> None:

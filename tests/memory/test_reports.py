@@ -13,10 +13,11 @@ from appliance.core.identity import Caller
 from appliance.memory.errors import ModelLoadFailed, WriteRejected
 from appliance.memory.reports import list_reports, read_latest_reports, write_report
 from tests.memory.conftest import Memory
+from tests.support.processes import dev_model
 
 pytestmark = pytest.mark.anyio
 
-MODEL = "all-minilm-l6-v2.f16"
+MODEL = dev_model().stem  # the model the embedder fixture loads
 
 
 async def same_minute_ahead() -> None:

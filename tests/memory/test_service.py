@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -33,12 +34,14 @@ def engine(maxy_env: Env, start_maxy: Any) -> Env:
     return maxy_env
 
 
-def test_health_reports_neo4j_embedder_and_schema(engine: Env) -> None:
+def test_health_reports_neo4j_embedder_and_schema(engine: Env, model_path: Path) -> None:
     health = call(engine, "health")
     assert health["ok"] is True
     assert health["account"] == engine.account_id
     assert health["neo4j"]["ok"] is True
-    assert health["embedder"] == {"ok": True, "model": "all-minilm-l6-v2.f16", "dimension": 384}
+    # The development model in the form this CPU embeds fastest (embedder.fastest_form).
+    model = model_path.name.removesuffix(".gguf")
+    assert health["embedder"] == {"ok": True, "model": model, "dimension": 384}
     assert health["schema"] == {"state": "applied", "error": None}
 
 

@@ -10,8 +10,9 @@ import pytest
 from appliance.memory.errors import ModelLoadFailed, WriteRejected
 from appliance.memory.write import Edge, Writer, WriteRequest
 from tests.memory.conftest import Memory
+from tests.support.processes import dev_model
 
-MODEL = "all-minilm-l6-v2.f16"
+MODEL = dev_model().stem  # the model the embedder fixture loads
 
 pytestmark = pytest.mark.anyio
 
@@ -33,7 +34,7 @@ async def test_a_write_stamps_the_account_and_embeds(memory: Memory) -> None:
     props = await node(memory, "Preference", done["id"])
     assert props["accountId"] == memory.caller.account_id
     assert len(props["embedding"]) == 384
-    assert props["embeddingModel"] == "all-minilm-l6-v2.f16"
+    assert props["embeddingModel"] == MODEL
     assert len(props["contentHash"]) == 64
 
 

@@ -31,6 +31,7 @@ from appliance.core.config import Settings, load_settings
 from appliance.core.ports import listening_ports
 from appliance.core.proc import stop_group
 from appliance.graphdb.instance import Neo4jInstance
+from appliance.memory.embedder import configured_model
 
 _RUNTIME_DIRS: list[Path] = []
 _HELD_PORTS: list[socket.socket] = []
@@ -106,6 +107,12 @@ def base_environ() -> dict[str, str]:
         "MAXY_CACHE_DIR", str(Path("~/.cache/maxy").expanduser())
     )
     return env
+
+
+def dev_model() -> Path:
+    """The development GGUF the engine loads on this machine (embedder.configured_model): its
+    f16 file, or its bf16 form on a CPU that multiplies bf16 natively."""
+    return configured_model(load_settings(base_environ()))
 
 
 @dataclass
