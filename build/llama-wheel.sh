@@ -35,6 +35,9 @@
 # an encoder every token of the micro-batch (30,522 x 256-512 floats, 30-62 MB per context,
 # zeroed and so resident), which an embedding graph never writes: the engine's three contexts
 # held 90 MB or more of zeros (README, Memory). Every reader of logits checks for none.
+# And ggml's CPU code gets build/ggml-simd.patch (its head says what and why): three loops it ran
+# one value at a time (GELU through a table, a row's maximum, flash attention's mask) run a vector
+# at a time, a sixth more texts a second in embed_many, the same vectors (cosine 0.99999).
 # The wheel lands in $MAXY_CACHE_DIR/wheels/<flavour>-<key of version and flags>/ beside a FLAGS
 # file naming how it was made; a wheel made with other flags is never picked up.
 #
@@ -80,7 +83,8 @@ fi
 
 # The directory is keyed by the version and flags, so wheels made with other flags (an older
 # checkout, another branch) stay beside it instead of being rebuilt over; one compile at a time.
-patches="embeddings-without-logits"
+patch=$root/build/ggml-simd.patch
+patches="embeddings-without-logits ggml-simd-$(sha256sum "$patch" | cut -c1-12)"
 made="$version $flags $(echo "$variants" | tr '\n' ',') $patches"
 dir=$cache/wheels/$flavour-$(echo "$made" | sha256sum | cut -c1-12)
 mkdir -p "$cache/wheels"
@@ -110,6 +114,9 @@ if ! ls "$dir"/llama_cpp_python-"$version"-*.whl >/dev/null 2>&1 ||
   sed -i 's/^    bool has_logits     = true;$/    bool has_logits     = !cparams.embeddings;  \/\/ Maxy: embeddings-without-logits/' "$context_cpp"
   grep -q 'has_logits     = !cparams.embeddings;' "$context_cpp" ||
     die "llama.cpp's output_reserve in $version no longer reads 'bool has_logits = true': check $context_cpp"
+  command -v patch >/dev/null || die "applying $patch needs patch: apt-get install patch"
+  patch -p1 --forward --batch --quiet -d "$src/llama_cpp_python-$version/vendor/llama.cpp" <"$patch" ||
+    die "$patch does not apply to llama-cpp-python $version's llama.cpp: remake it against that source"
   # Only Maxy's variants are compiled (ggml's list has 14 for x86 alone), and llama-cpp-python,
   # which installs the single libggml-cpu by name, installs each of them beside libllama.
   "$python" - "$src/llama_cpp_python-$version" "$variants" <<'PY' || die "cannot set the CPU variants in llama-cpp-python $version's CMake files"

@@ -86,6 +86,24 @@ def test_no_context_holds_logits_an_embedding_never_writes(embedder: Embedder) -
         assert not llama_cpp.llama_get_logits(context.context.ctx)
 
 
+def test_the_cpu_backend_computes_gelu_to_float_precision(embedder: Embedder) -> None:
+    """build/ggml-simd.patch: the loaded CPU variant computes GELU a vector at a time to float
+    precision, where ggml looked up each value in a table after rounding it to half precision
+    (an error of up to ~1e-3 of the value)."""
+    import ctypes
+
+    maps = Path("/proc/self/maps").read_text().split()
+    (library,) = {Path(word) for word in maps if Path(word).name.startswith("libggml-cpu-")}
+    gelu = ctypes.CDLL(str(library)).ggml_vec_gelu_f32  # a function of its own since the patch
+    x = np.linspace(-12.0, 12.0, 4096, dtype=np.float32)  # whole vectors on every variant
+    y = np.empty_like(x)
+    gelu.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p]
+    gelu(x.size, y.ctypes.data, x.ctypes.data)
+    wide = x.astype(np.float64)
+    tanh_form = 0.5 * wide * (1 + np.tanh(np.sqrt(2 / np.pi) * (wide + 0.044715 * wide**3)))
+    assert np.max(np.abs(y - tanh_form) / np.maximum(1.0, np.abs(tanh_form))) < 1e-5
+
+
 @pytest.mark.parametrize(
     ("raw", "cleaned"),
     [

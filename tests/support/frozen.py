@@ -36,6 +36,7 @@ SOURCES = [
     REPO / "build" / "entry",
     REPO / "build" / "build.sh",
     REPO / "build" / "llama-wheel.sh",
+    REPO / "build" / "ggml-simd.patch",
     REPO / "pyproject.toml",
 ]
 
