@@ -37,7 +37,7 @@
 # held 90 MB or more of zeros (README, Memory). Every reader of logits checks for none.
 # And ggml's CPU code gets build/ggml-simd.patch (its head says what and why): three loops it ran
 # one value at a time (GELU through a table, a row's maximum, flash attention's mask) run a vector
-# at a time, a sixth more texts a second in embed_many, the same vectors (cosine 0.99999).
+# at a time: embed_many 1.11x (haswell, f16) to 1.16x (zen4, bf16) as fast, the same vectors.
 # The wheel lands in $MAXY_CACHE_DIR/wheels/<flavour>-<key of version and flags>/ beside a FLAGS
 # file naming how it was made; a wheel made with other flags is never picked up.
 #
