@@ -37,7 +37,9 @@
 # held 90 MB or more of zeros (README, Memory). Every reader of logits checks for none.
 # And ggml's CPU code gets build/ggml-simd.patch (its head says what and why): three loops it ran
 # one value at a time (GELU through a table, a row's maximum, flash attention's mask) run a vector
-# at a time: embed_many 1.11x (haswell, f16) to 1.16x (zen4, bf16) as fast, the same vectors.
+# at a time: embed_many 1.11x (haswell, f16) to 1.16x (zen4, bf16) as fast, the same vectors; a
+# text shorter than 64 tokens (a query) gets tiled flash attention too (8.8 -> 6.6 ms on one
+# thread), and the matrix kernel sums a tile's four outputs together (~1.04x).
 # The wheel lands in $MAXY_CACHE_DIR/wheels/<flavour>-<key of version and flags>/ beside a FLAGS
 # file naming how it was made; a wheel made with other flags is never picked up.
 #
