@@ -26,17 +26,18 @@ does not start while a query is being embedded (:class:`_Turns`), so a query sha
 at most the micro-batches already running (tens of milliseconds), never with an ingest's
 stream of them. Each method is safe to call from any thread.
 
-Threads: a query's context uses half the cores (at least one). A search embeds its query while
-Neo4j already runs the search's keyword statement: split over every core, the query's matrix
-products wait at each step for a thread the scheduler gave to Neo4j. On 2 vCPUs that halving
-took a search's p95 with its embedding from 56 to 39 ms at 100k nodes (``just bench-search``),
-for a lone query's embedding ~4 ms slower (``just bench-embed``). Bulk work uses every core the
-same way round: its micro-batches run on several contexts at once, each on its share of the
-threads, rather than each micro-batch split over every thread. ggml makes a micro-batch's threads
-meet after every step of the model (hundreds a micro-batch), and on a shared machine one of them
-often waits for a core; contexts of their own meet nobody. A call whose micro-batches would not
-keep the contexts equally busy (:func:`spread`), one text or a few, runs on one context with
-every thread, as before.
+Threads: one text is embedded on every core, except a search's query (``shared_cpu``), which
+gets half of them (at least one). A search embeds its query while Neo4j already runs the
+search's keyword statement: split over every core, the query's matrix products wait at each step
+for a thread the scheduler gave to Neo4j. On 2 vCPUs that halving took a search's p95 with its
+embedding from 56 to 39 ms at 100k nodes (``just bench-search``); a lone text (a write, ``maxy
+embed``) has the cores to itself and takes 3.8 ms on both instead of 6.6 on one (``just
+bench-embed``). Bulk work uses every core the same way round: its micro-batches run on several
+contexts at once, each on its share of the threads, rather than each micro-batch split over
+every thread. ggml makes a micro-batch's threads meet after every step of the model (hundreds a
+micro-batch), and on a shared machine one of them often waits for a core; contexts of their own
+meet nobody. A call whose micro-batches would not keep the contexts equally busy (:func:`spread`),
+one text or a few, runs on one context with every thread, as before.
 
 Which machine code runs: llama.cpp's CPU code is built for several processor generations, each a
 library beside libllama (``libggml-cpu-<variant>.so``, see build/llama-wheel.sh).
@@ -299,7 +300,7 @@ class Embedder:
         cores = len(os.sched_getaffinity(0))
         # ``threads`` (MAXY_EMBED_THREADS) sets both; 0: see "Threads" in the module docstring.
         self.bulk_threads = threads or cores
-        self.query_threads = threads or max(1, cores // 2)
+        self.query_threads = threads or max(1, cores // 2)  # a search's query, beside Neo4j
         try:
             self._llama: Any = llama_cpp.Llama(
                 model_path=str(model_path),
@@ -328,7 +329,6 @@ class Embedder:
                 for _ in range(min(BULK_WORKERS, self.bulk_threads))
             ]
             self._query = _Context(self._llama, self._llama._ctx, n_tokens)
-            self._query.use_threads(self.query_threads)
             self._turns = _Turns()
         except (ValueError, RuntimeError) as err:
             raise ModelLoadFailed(
@@ -366,13 +366,16 @@ class Embedder:
         tokens: list[int] = self._llama.tokenize(cleaned.encode("utf-8"))
         return tokens[: self._query.n_tokens]
 
-    def embed(self, text: str | bytes) -> Vector:
+    def embed(self, text: str | bytes, *, shared_cpu: bool = False) -> Vector:
         """Embed one text (cleaned, truncated) into a unit-length float32 vector.
 
-        Runs on the interactive context: it never waits behind :meth:`embed_many`.
+        Runs on the interactive context: it never waits behind :meth:`embed_many`. On every
+        core, or with ``shared_cpu`` (a search's query, embedded while Neo4j runs the search's
+        keyword statement) on half of them: see "Threads" in the module docstring.
         """
         tokens = self._tokens(text)
         with self._turns.query(), self._query_lock:
+            self._query.use_threads(self.query_threads if shared_cpu else self.bulk_threads)
             return self._query.run([tokens])[0]
 
     def embed_many(self, texts: Sequence[str | bytes]) -> list[Vector]:

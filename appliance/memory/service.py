@@ -14,6 +14,7 @@ environment; a caller of another account is refused.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import signal
 from collections.abc import Coroutine, Sequence
@@ -161,7 +162,7 @@ class Engine:
             settings.purge_grace_days,
             settings.graph_audit_interval,
         )
-        self.searcher = Searcher(self.graph, self.embed_one, expander)
+        self.searcher = Searcher(self.graph, self.embed_query, expander)
         self.writer = Writer(self.graph, self.embed_one, embedder.model_name)
         self.account_dir = settings.accounts_dir / account.id
         self.ingester = Ingester(
@@ -236,9 +237,17 @@ class Engine:
         return typed
 
     async def embed_one(self, text: str) -> list[float]:
-        """Embed one text on the embedding thread."""
+        """Embed one text (a write's) on the embedding thread, on every core."""
         loop = asyncio.get_running_loop()
         vector = await loop.run_in_executor(self._embed_thread, self.embedder.embed, text)
+        return [float(x) for x in vector]
+
+    async def embed_query(self, text: str) -> list[float]:
+        """Embed a search's query on the embedding thread, on half the cores: Neo4j runs the
+        search's keyword statement meanwhile (embedder.py, "Threads")."""
+        loop = asyncio.get_running_loop()
+        embed = functools.partial(self.embedder.embed, shared_cpu=True)
+        vector = await loop.run_in_executor(self._embed_thread, embed, text)
         return [float(x) for x in vector]
 
     async def embed_bulk(self, texts: Sequence[str]) -> list[list[float]]:

@@ -13,6 +13,7 @@ Prints a table and ends with one line of JSON holding every figure.
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import os
 import random
@@ -99,10 +100,11 @@ async def measure(
     embed_thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="embed")
 
     async def real(text: str) -> list[float]:
-        # As the engine embeds a query (MemoryService.embed_one): on its own thread, so the
+        # As the engine embeds a query (MemoryService.embed_query): on its own thread, so the
         # keyword statement is already on its way to Neo4j while the vector is computed.
         loop = asyncio.get_running_loop()
-        return [float(x) for x in await loop.run_in_executor(embed_thread, embedder.embed, text)]
+        embed = functools.partial(embedder.embed, shared_cpu=True)
+        return [float(x) for x in await loop.run_in_executor(embed_thread, embed, text)]
 
     async def paraphrases(text: str) -> list[str]:
         return [paraphrase(text)]  # what a paraphraser returns, without its network round trip

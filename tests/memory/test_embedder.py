@@ -127,6 +127,17 @@ def test_embed_many_equals_one_at_a_time(embedder: Embedder) -> None:
         assert cosine(many, embedder.embed(one)) > 0.99999
 
 
+def test_a_search_query_on_half_the_cores_embeds_as_on_every_core(embedder: Embedder) -> None:
+    """A search's query runs on the query threads (beside Neo4j), a lone text on every core:
+    the same vector either way, and each call sets its own thread count."""
+    for text in ["spare key", "Pressure distribution on a slender cone at Mach 2."]:
+        shared = embedder.embed(text, shared_cpu=True)
+        assert embedder._query._threads == embedder.query_threads
+        alone = embedder.embed(text)
+        assert embedder._query._threads == embedder.bulk_threads
+        assert cosine(shared, alone) > 0.99999
+
+
 def test_similar_texts_are_closer_than_unrelated_ones(embedder: Embedder) -> None:
     a = embedder.embed("My sister's birthday is on the 3rd of May.")
     b = embedder.embed("When is my sister's birthday?")
