@@ -288,7 +288,8 @@ SETTINGS: tuple[Setting, ...] = (
     Setting(
         "embed_threads",
         0,
-        "CPU threads for embedding (0: every core for bulk work, half of them for a query).",
+        "CPU threads for embedding (0: every core, but half of them for a search's query, which "
+        "runs beside Neo4j's keyword statement).",
         _non_negative_int,
     ),
     Setting(
