@@ -67,6 +67,15 @@ class RpcServer:
             return _error(request_id, "internal", f"{method} failed: {type(err).__name__}: {err}")
 
     async def _connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        """One client's connection, until it closes or the engine stops."""
+        try:
+            await self._converse(reader, writer)
+        except asyncio.CancelledError:
+            # The engine is stopping, and its calls were cancelled with this task: a stop, not
+            # an error (Python 3.11's stream callback logs a cancelled task's traceback).
+            writer.close()
+
+    async def _converse(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         lock = asyncio.Lock()
         tasks: set[asyncio.Task[None]] = set()
 

@@ -498,3 +498,32 @@ def test_progress_outside_a_request_is_a_no_op() -> None:
     from appliance.rpc.server import report_progress
 
     asyncio.run(report_progress({"done": 1}))
+
+
+def test_a_call_in_flight_when_the_server_stops_is_cancelled_without_a_traceback(
+    socket_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The engine stopping cancels each connection's task with the call it waits for: a
+    stop, not an error (Python 3.11's stream callback logged the cancelled task's traceback)."""
+
+    async def scenario() -> None:
+        entered = asyncio.Event()
+
+        async def wait_forever(params: dict[str, Any]) -> Any:
+            entered.set()
+            await asyncio.Event().wait()
+
+        server = await RpcServer({"wait": wait_forever}).serve(socket_path)
+        _, writer = await asyncio.open_unix_connection(str(socket_path))
+        writer.write(encode_frame({"id": 1, "method": "wait", "params": {}}))
+        await writer.drain()
+        await entered.wait()
+        server.close()
+        writer.close()
+        await writer.wait_closed()
+        # The connection's task still waits for the call: asyncio.run cancels it, as at a stop.
+
+    with caplog.at_level(logging.ERROR):
+        asyncio.run(scenario())
+    assert "Exception in callback" not in caplog.text
+    assert "Traceback" not in caplog.text
