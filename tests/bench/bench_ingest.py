@@ -87,8 +87,8 @@ def model_flops(token_counts: Sequence[int], layers: int, hidden: int, ffn: int)
 
 
 def bulk(embedder: Embedder, pool: ThreadPoolExecutor, record: list[str]) -> EmbedTexts:
-    """The engine's bulk path (MemoryService.embed_bulk): the texts of concurrent ingests
-    embedded together by embed_many on its own thread (memory/bulk.py)."""
+    """The engine's bulk path (Engine.embed_bulk in memory/service.py): the texts of concurrent
+    ingests embedded together by embed_many on its own thread (memory/bulk.py)."""
     together = BulkEmbeds(embedder.embed_many, pool)
 
     async def embed_texts(texts: Sequence[str]) -> list[list[float]]:

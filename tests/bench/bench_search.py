@@ -100,8 +100,9 @@ async def measure(
     embed_thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="embed")
 
     async def real(text: str) -> list[float]:
-        # As the engine embeds a query (MemoryService.embed_query): on its own thread, so the
-        # keyword statement is already on its way to Neo4j while the vector is computed.
+        # As the engine embeds a query (Engine.embed_query in memory/service.py): on its own
+        # thread, so the keyword statement is already on its way to Neo4j while the vector is
+        # computed.
         loop = asyncio.get_running_loop()
         embed = functools.partial(embedder.embed, shared_cpu=True)
         return [float(x) for x in await loop.run_in_executor(embed_thread, embed, text)]
