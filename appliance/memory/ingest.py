@@ -35,8 +35,10 @@ Contract:
 - Writes are a handful of batched ``UNWIND`` statements, not one round trip per chunk, in one
   transaction with the document's new version (:mod:`appliance.memory.versions`): an ingest
   that fails half-way (Neo4j gone, an id of another account) leaves the graph as it was. The
-  ingests that are ready while a commit is in flight share the next transaction
-  (:mod:`appliance.memory.commits`); if it fails, each is written again alone.
+  ingests of different documents that are ready while a commit is in flight share the next
+  transaction and its statements: one ``UNWIND`` per level, one for the stale nodes and one for
+  the versions, whatever the number of documents (:mod:`appliance.memory.commits`); if it
+  fails, each is written again alone.
 - A ``progress`` callback hears ``("embedding", done, total)`` after each batch of
   :data:`EMBED_BATCH` texts, so a long ingest streams progress instead of going quiet.
 """
@@ -109,8 +111,10 @@ class _Node:
     embedding: list[float] | None = None
     keep: bool = False  # the stored embedding is current: leave it alone
 
-    def row(self) -> dict[str, Any]:
+    def row(self, owner: Mapping[str, Any]) -> dict[str, Any]:
+        """The node as one row of an ``UNWIND``, with ``owner``'s account, scope and agents."""
         return {
+            **owner,
             "id": self.id,
             "parent": self.parent,
             "props": self.props,
@@ -130,6 +134,18 @@ class _Plan:
     @property
     def nodes(self) -> list[_Node]:
         return [self.document, *self.sections, *self.chunks]
+
+
+@dataclass
+class _Write:
+    """One ingest's share of a commit round: its nodes, whose they are, and its version."""
+
+    plan: _Plan
+    owner: dict[str, Any]  # account, scope, agents: set on every node
+    version: versions.NewVersion
+
+    def rows(self, level: list[_Node]) -> list[dict[str, Any]]:
+        return [node.row(self.owner) for node in level]
 
 
 def node_embedding_text(label: str, props: Mapping[str, Any]) -> str:
@@ -247,7 +263,7 @@ def _check(caller: Caller, request: IngestRequest) -> None:
 
 _SET_COMMON = (
     "SET n += row.props, n.contentHash = row.hash, n.updatedAt = datetime(), "
-    "n.deletedAt = null, n.scope = $scope, n.agents = $agents "
+    "n.deletedAt = null, n.scope = row.scope, n.agents = row.agents "
     "FOREACH (_ IN CASE WHEN row.embedding IS NULL THEN [] ELSE [1] END | "
     "SET n.embedding = row.embedding, n.embeddingModel = $model) "
     "FOREACH (_ IN CASE WHEN row.drop THEN [1] ELSE [] END | "
@@ -268,7 +284,9 @@ class Ingester:
         self.embed = embed
         self.model_name = model_name
         self.keep = keep
-        self.commits = Commits(graph)
+        # The writes of the ingests that are ready together, in one transaction and a handful
+        # of statements (memory/commits.py).
+        self.commits: Commits[_Write, tuple[int, int]] = Commits(graph, self._write_round)
 
     async def ingest(
         self, caller: Caller, request: IngestRequest, progress: Progress | None = None
@@ -304,36 +322,24 @@ class Ingester:
                 failed,
                 error,
             )
-        params = {
-            "account": caller.account_id,
-            "scope": request.scope,
-            "agents": list(request.agents) if request.agents is not None else None,
-            "model": self.model_name,
-        }
-
-        async def write(tx: Runs) -> tuple[int, int]:
-            await self._write_document(tx, nodes.document, params)
-            await self._write_level(
-                tx, "Section", "KnowledgeDocument", "HAS_SECTION", nodes.sections, params
-            )
-            await self._write_level(tx, "Chunk", "Section", "HAS_CHUNK", nodes.chunks, params)
-            removed = await self._remove_stale(tx, caller, nodes)
-            version, _ = await versions.record(
-                tx,
+        agents = list(request.agents) if request.agents is not None else None
+        write = _Write(
+            nodes,
+            {"account": caller.account_id, "scope": request.scope, "agents": agents},
+            versions.NewVersion(
                 caller,
                 doc_id,
                 request.title,
                 request.text,
                 source=request.source,
                 scope=request.scope,
-                agents=list(request.agents) if request.agents is not None else None,
+                agents=agents,
                 file=request.file,
                 restored_from=request.restored_from,
-            )
-            return removed, version
-
+            ),
+        )
         # Committed with the writes of the other ingests that are ready (memory/commits.py).
-        removed, version = await self.commits(write, len(nodes.nodes))
+        removed, version = await self.commits(write, len(nodes.nodes), key=doc_id)
         ms = (time.monotonic() - started) * 1000
         log.info(
             "[ingest] op=done attachment=%s document=%s sections=%d chunks=%d embedded=%d "
@@ -432,72 +438,101 @@ class Ingester:
         embedded = sum(1 for node in changed if node.embedding is not None)
         return embedded, len(nodes.nodes) - len(changed), len(changed) - embedded, error
 
-    async def _write_document(self, run: Runs, node: _Node, params: dict[str, Any]) -> None:
-        rows, _ = await run.run(
-            "WITH $row AS row "
-            "MERGE (n:KnowledgeDocument {id: row.id}) "
-            "ON CREATE SET n.accountId = $account, n.createdAt = datetime() "
-            "WITH n, row WHERE n.accountId = $account " + _SET_COMMON + "RETURN n.id AS id",
-            {**params, "row": node.row()},
+    async def _write_round(self, tx: Runs, writes: Sequence[_Write]) -> list[tuple[int, int]]:
+        """Write the hierarchies and versions of a round's documents (all different) in the
+        transaction given; return each one's removed nodes and version number, in order."""
+        await self._write_documents(tx, writes)
+        await self._write_level(
+            tx,
+            "Section",
+            "KnowledgeDocument",
+            "HAS_SECTION",
+            [row for w in writes for row in w.rows(w.plan.sections)],
         )
-        if not rows:
-            raise rejected(
-                "ingest",
-                "invalid-account-id",
-                "That document id belongs to another account.",
-                id=node.id,
-            )
+        await self._write_level(
+            tx,
+            "Chunk",
+            "Section",
+            "HAS_CHUNK",
+            [row for w in writes for row in w.rows(w.plan.chunks)],
+        )
+        removed = await self._remove_stale(tx, writes)
+        numbers = await versions.record(tx, [w.version for w in writes])
+        return [
+            (removed.get(w.plan.document.id, 0), number)
+            for w, (number, _) in zip(writes, numbers, strict=True)
+        ]
+
+    async def _write_documents(self, run: Runs, writes: Sequence[_Write]) -> None:
+        rows, _ = await run.run(
+            "UNWIND $rows AS row "
+            "MERGE (n:KnowledgeDocument {id: row.id}) "
+            "ON CREATE SET n.accountId = row.account, n.createdAt = datetime() "
+            "WITH n, row WHERE n.accountId = row.account " + _SET_COMMON + "RETURN n.id AS id",
+            {"model": self.model_name, "rows": [w.rows([w.plan.document])[0] for w in writes]},
+        )
+        written = {row["id"] for row in rows}
+        for w in writes:
+            if w.plan.document.id not in written:
+                raise rejected(
+                    "ingest",
+                    "invalid-account-id",
+                    "That document id belongs to another account.",
+                    id=w.plan.document.id,
+                )
 
     async def _write_level(
-        self,
-        run: Runs,
-        label: str,
-        parent: str,
-        rel: str,
-        nodes: list[_Node],
-        params: dict[str, Any],
+        self, run: Runs, label: str, parent: str, rel: str, rows: list[dict[str, Any]]
     ) -> None:
-        """MERGE ``nodes`` under their parents in batches; a moved node leaves its old parent."""
+        """MERGE the nodes of ``rows`` under their parents in batches; a moved node leaves its
+        old parent."""
         cypher = (
             f"UNWIND $rows AS row MATCH (p:`{parent}` {{id: row.parent}}) "
-            "WHERE p.accountId = $account "
+            "WHERE p.accountId = row.account "
             f"MERGE (n:`{label}` {{id: row.id}}) "
-            "ON CREATE SET n.accountId = $account, n.createdAt = datetime() "
-            "WITH p, n, row WHERE n.accountId = $account "
+            "ON CREATE SET n.accountId = row.account, n.createdAt = datetime() "
+            "WITH p, n, row WHERE n.accountId = row.account "
             + _SET_COMMON
             + f"MERGE (p)-[:`{rel}`]->(n) "
             f"WITH p, n CALL (p, n) {{ MATCH (o:`{parent}`)-[r:`{rel}`]->(n) WHERE o <> p "
             "DELETE r } RETURN count(n) AS written"
         )
-        for start in range(0, len(nodes), BATCH_ROWS):
-            batch = [node.row() for node in nodes[start : start + BATCH_ROWS]]
-            rows, _ = await run.run(cypher, {**params, "rows": batch})
-            if rows[0]["written"] != len(batch):
+        for start in range(0, len(rows), BATCH_ROWS):
+            batch = rows[start : start + BATCH_ROWS]
+            got, _ = await run.run(cypher, {"model": self.model_name, "rows": batch})
+            if got[0]["written"] != len(batch):
                 raise rejected(
                     "ingest",
                     "invalid-account-id",
                     f"Some {label} ids of this document belong to another account.",
                     label=label,
                     expected=len(batch),
-                    written=rows[0]["written"],
+                    written=got[0]["written"],
                 )
 
-    async def _remove_stale(self, run: Runs, caller: Caller, nodes: _Plan) -> int:
-        """Delete the document's sections and chunks this ingest no longer produced."""
+    async def _remove_stale(self, run: Runs, writes: Sequence[_Write]) -> dict[str, int]:
+        """Delete the documents' sections and chunks these ingests no longer produced; return
+        how many each document lost."""
         rows, _ = await run.run(
-            "MATCH (d:KnowledgeDocument {id: $doc}) WHERE d.accountId = $account "
-            "CALL (d) { MATCH (d)-[:HAS_SECTION]->(:Section)-[:HAS_CHUNK]->(c:Chunk) "
-            "WHERE c.accountId = $account AND NOT c.id IN $chunks "
+            "UNWIND $docs AS doc "
+            "MATCH (d:KnowledgeDocument {id: doc.id}) WHERE d.accountId = doc.account "
+            "CALL (d, doc) { MATCH (d)-[:HAS_SECTION]->(:Section)-[:HAS_CHUNK]->(c:Chunk) "
+            "WHERE c.accountId = doc.account AND NOT c.id IN doc.chunks "
             "WITH DISTINCT c DETACH DELETE c RETURN count(c) AS chunks } "
-            "CALL (d) { MATCH (d)-[:HAS_SECTION]->(s:Section) "
-            "WHERE s.accountId = $account AND NOT s.id IN $sections "
+            "CALL (d, doc) { MATCH (d)-[:HAS_SECTION]->(s:Section) "
+            "WHERE s.accountId = doc.account AND NOT s.id IN doc.sections "
             "WITH DISTINCT s DETACH DELETE s RETURN count(s) AS sections } "
-            "RETURN chunks + sections AS removed",
+            "RETURN doc.id AS id, chunks + sections AS removed",
             {
-                "doc": nodes.document.id,
-                "account": caller.account_id,
-                "chunks": [n.id for n in nodes.chunks],
-                "sections": [n.id for n in nodes.sections],
+                "docs": [
+                    {
+                        "id": w.plan.document.id,
+                        "account": w.owner["account"],
+                        "chunks": [n.id for n in w.plan.chunks],
+                        "sections": [n.id for n in w.plan.sections],
+                    }
+                    for w in writes
+                ]
             },
         )
-        return int(rows[0]["removed"]) if rows else 0
+        return {str(row["id"]): int(row["removed"]) for row in rows}

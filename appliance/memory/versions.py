@@ -13,7 +13,8 @@ second store kept in step with the graph, its own locks across three processes a
 backup. Documents are text of at most two million characters; difflib makes the diffs.
 
 - :func:`record` runs inside the ingest's transaction: a new version when the title or text
-  changed (``contentHash``), numbered from 1; the same text again keeps the number.
+  changed (``contentHash``), numbered from 1; the same text again keeps the number. The
+  documents of one commit round (:mod:`appliance.memory.commits`) are recorded in one statement.
 - :func:`listing`, :func:`show` read through the document: a document the caller may not see
   (another account, deleted, another scope or agent) is :class:`~appliance.memory.errors.NotFound`.
 - Restoring a version is ingesting its text again (the engine's ``document.restore-version``):
@@ -24,7 +25,8 @@ from __future__ import annotations
 
 import difflib
 import logging
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from appliance.core.identity import Caller
@@ -51,63 +53,86 @@ def version_hash(title: str, text: str) -> str:
     return content_hash(f"{title.strip()}\x1f{text}")
 
 
-async def record(
-    run: Runs,
-    caller: Caller,
-    document_id: str,
-    title: str,
-    text: str,
-    *,
-    source: str,
-    scope: str | None,
-    agents: list[str] | None,
-    file: Mapping[str, Any] | None = None,
-    restored_from: int | None = None,
-) -> tuple[int, bool]:
-    """Keep this title and text as the document's newest version unless it already is;
-    return its number and whether it is new."""
-    params = {"account": caller.account_id, "doc": document_id}
-    rows, _ = await run.run(
-        "MATCH (d:KnowledgeDocument {id: $doc})-[:HAS_VERSION]->(v:DocumentVersion) "
-        "WHERE d.accountId = $account AND v.accountId = $account "
-        "SET v.deletedAt = null, v.scope = $scope, v.agents = $agents "
-        "RETURN v.number AS number, v.contentHash AS hash ORDER BY number DESC LIMIT 1",
-        {**params, "scope": scope, "agents": agents},
-    )
-    digest = version_hash(title, text)
-    if rows and rows[0]["hash"] == digest:
-        number = int(rows[0]["number"])
-        await run.run(
-            "MATCH (d:KnowledgeDocument {id: $doc}) WHERE d.accountId = $account "
-            "SET d.version = $number",
-            {**params, "number": number},
-        )
-        return number, False
-    number = int(rows[0]["number"]) + 1 if rows else 1
-    props = {
-        "id": f"{document_id}:v:{number}",
-        "documentId": document_id,
-        "number": number,
-        "title": title.strip(),
-        "text": text,
-        "contentHash": digest,
-        "charCount": len(text),
-        "source": source,
-        "restoredFrom": restored_from,
-        "sessionId": caller.session_id,
-        "scope": scope,
-        "agents": agents,
-        **{k: v for k, v in (file or {}).items() if k in FILE_KEYS},
-    }
-    await run.run(
-        "MATCH (d:KnowledgeDocument {id: $doc}) WHERE d.accountId = $account "
-        "CREATE (d)-[:HAS_VERSION]->(v:DocumentVersion) "
-        "SET v = $props, v.accountId = $account, v.createdAt = datetime() "
-        "SET d.version = $number",
-        {**params, "props": props, "number": number},
-    )
-    log.info("[versions] op=record document=%s number=%d source=%s", document_id, number, source)
-    return number, True
+@dataclass(frozen=True)
+class NewVersion:
+    """A document's title and text as an ingest leaves them, to keep as its newest version."""
+
+    caller: Caller
+    document_id: str
+    title: str
+    text: str
+    source: str
+    scope: str | None
+    agents: list[str] | None
+    file: Mapping[str, Any] | None = None
+    restored_from: int | None = None
+
+    def row(self) -> dict[str, Any]:
+        digest = version_hash(self.title, self.text)
+        return {
+            "doc": self.document_id,
+            "account": self.caller.account_id,
+            "hash": digest,
+            "scope": self.scope,
+            "agents": self.agents,
+            "props": {
+                "documentId": self.document_id,
+                "title": self.title.strip(),
+                "text": self.text,
+                "contentHash": digest,
+                "charCount": len(self.text),
+                "source": self.source,
+                "restoredFrom": self.restored_from,
+                "sessionId": self.caller.session_id,
+                "scope": self.scope,
+                "agents": self.agents,
+                **{k: v for k, v in (self.file or {}).items() if k in FILE_KEYS},
+            },
+        }
+
+
+# For each document: its versions revived and given its scope and agents, then a new version
+# (numbered after the newest) unless the newest already has this title and text.
+_RECORD = (
+    "UNWIND $rows AS row "
+    "MATCH (d:KnowledgeDocument {id: row.doc}) WHERE d.accountId = row.account "
+    "CALL (d, row) { "
+    "OPTIONAL MATCH (d)-[:HAS_VERSION]->(v:DocumentVersion) WHERE v.accountId = row.account "
+    "SET v.deletedAt = null, v.scope = row.scope, v.agents = row.agents "
+    "RETURN v.number AS last, v.contentHash AS lastHash ORDER BY last DESC LIMIT 1 } "
+    "WITH d, row, last, coalesce(lastHash = row.hash, false) AS same "
+    "WITH d, row, same, CASE WHEN same THEN last ELSE coalesce(last, 0) + 1 END AS number "
+    "CALL (d, row, same, number) { WITH * WHERE NOT same "
+    "CREATE (d)-[:HAS_VERSION]->(v:DocumentVersion) "
+    "SET v = row.props, v.id = row.doc + ':v:' + toString(number), v.number = number, "
+    "v.accountId = row.account, v.createdAt = datetime() } "
+    "SET d.version = number "
+    "RETURN row.doc AS doc, number, NOT same AS new"
+)
+
+
+async def record(run: Runs, versions: Sequence[NewVersion]) -> list[tuple[int, bool]]:
+    """Keep each title and text as its document's newest version unless it already is, in one
+    statement for them all (the documents must differ); return each one's number and whether
+    it is new, in order."""
+    rows, _ = await run.run(_RECORD, {"rows": [version.row() for version in versions]})
+    kept = {str(row["doc"]): (int(row["number"]), bool(row["new"])) for row in rows}
+    out = []
+    for version in versions:
+        if version.document_id not in kept:
+            raise NotFound(
+                f"Document {version.document_id} is not in this account: no version was kept."
+            )
+        number, new = kept[version.document_id]
+        if new:
+            log.info(
+                "[versions] op=record document=%s number=%d source=%s",
+                version.document_id,
+                number,
+                version.source,
+            )
+        out.append((number, new))
+    return out
 
 
 # The uploaded file a version (and its document) came from, when it came from one.
