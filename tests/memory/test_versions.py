@@ -3,6 +3,8 @@ changes it, in the ingest's one transaction; listed, diffed and restored through
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 
 from appliance.memory import versions
@@ -115,3 +117,45 @@ async def test_a_failed_ingest_leaves_the_graph_and_its_versions_as_they_were(
     listed = await versions.listing(memory.graph, memory.caller, doc)
     assert listed["current"] == 1 and len(listed["versions"]) == 1
     await memory.graph.run("MATCH (c:Chunk {id: $id}) DELETE c", {"id": taken})
+
+
+async def test_a_round_of_several_documents_numbers_each_version_as_alone(
+    memory: Memory,
+) -> None:
+    shared = ingester(memory)
+
+    def request(attachment: str, text: str) -> IngestRequest:
+        return IngestRequest("House notes", text, attachment)
+
+    await asyncio.gather(
+        shared.ingest(memory.caller, request("att-same", FIRST)),
+        shared.ingest(memory.caller, request("att-changed", FIRST)),
+    )
+    # A new document, an unchanged one and a changed one, committed together (versions.record
+    # takes them in one statement) or apart: each numbered as if it were alone.
+    done = await asyncio.gather(
+        shared.ingest(memory.caller, request("att-new", FIRST)),
+        shared.ingest(memory.caller, request("att-same", FIRST)),
+        shared.ingest(memory.caller, request("att-changed", SECOND)),
+    )
+    assert [d["version"] for d in done] == [1, 1, 2]
+    listed = await versions.listing(memory.graph, memory.caller, str(done[2]["documentId"]))
+    assert listed["current"] == 2 and [v["number"] for v in listed["versions"]] == [2, 1]
+    same = await versions.listing(memory.graph, memory.caller, str(done[1]["documentId"]))
+    assert same["current"] == 1 and len(same["versions"]) == 1
+
+    # And in one statement for certain: the changed one again, the unchanged one kept.
+    def kept(document: dict[str, object], text: str) -> versions.NewVersion:
+        return versions.NewVersion(
+            memory.caller,
+            str(document["documentId"]),
+            "House notes",
+            text,
+            source="ingest",
+            scope=None,
+            agents=None,
+        )
+
+    async with memory.graph.transaction() as tx:
+        numbers = await versions.record(tx, [kept(done[2], FIRST), kept(done[1], FIRST)])
+    assert numbers == [(3, True), (1, False)]
